@@ -1,0 +1,124 @@
+"""What can go wrong, and what the caller gets to see when it does.
+
+One root, families under it, the payload attached: a caller catches ``PlannerError`` for
+"anything this package raised", or a family for the case it can handle. Every message names the
+value, the rule and, where there is one, the way out.
+
+::
+
+    PlannerError
+    ├── ConfigError                 usage or configuration; raised before any work starts
+    │   └── ModelIntegrityError     the embedded model's file is not the one recorded in the code
+    ├── PlanValidationError         a plan broke a rule (.errors: one message per step and rule)
+    ├── PlanParseError              model text that holds no usable plan (.text: what the model wrote)
+    ├── PlanGenerationError         every attempt to get a usable answer failed (.attempts)
+    ├── LLMBudgetExceeded           the run's total-calls budget is spent (raised before the call)
+    ├── ExecutionError              the executor could not run a plan at all (not a step failure:
+    │                               a failing step is a recorded ``StepResult``, never an exception)
+    └── ScriptExhaustedError        a ScriptedChatModel was called past the end of its script
+
+Transport errors of the underlying model (timeouts, rate limits, HTTP 5xx) are not wrapped while
+they are being retried; when retries run out they end up inside a ``PlanGenerationError`` attempt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "ConfigError",
+    "ExecutionError",
+    "GenerationAttempt",
+    "LLMBudgetExceeded",
+    "ModelIntegrityError",
+    "PlanGenerationError",
+    "PlanParseError",
+    "PlanValidationError",
+    "PlannerError",
+    "ScriptExhaustedError",
+]
+
+
+class PlannerError(Exception):
+    """Root of every error this package raises on purpose."""
+
+
+class ConfigError(PlannerError):
+    """A configuration or usage mistake, found before any work started."""
+
+
+class ModelIntegrityError(ConfigError):
+    """The embedded model's bytes do not hash to the SHA-256 recorded in the code."""
+
+    def __init__(self, path: str, expected: str, actual: str) -> None:
+        self.path = path
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"model file {path!r} has SHA-256 {actual}, expected {expected}; "
+            "delete it and run again to reassemble it from the pinned packages"
+        )
+
+
+class PlanValidationError(PlannerError):
+    """A plan broke one or more rules. ``errors`` holds one message per step and rule."""
+
+    def __init__(self, errors: list[str], *, what: str = "plan") -> None:
+        self.errors = list(errors)
+        shown = "; ".join(self.errors[:10])
+        more = f" (and {len(self.errors) - 10} more)" if len(self.errors) > 10 else ""
+        super().__init__(f"invalid {what}: {shown}{more}")
+
+
+class PlanParseError(PlannerError):
+    """The model's text holds no usable plan. ``text`` is what the model wrote, unchanged."""
+
+    def __init__(self, reason: str, text: str) -> None:
+        self.reason = reason
+        self.text = text
+        preview = text if len(text) <= 200 else text[:200] + "…"
+        super().__init__(f"{reason} (model output: {preview!r})")
+
+
+@dataclass(frozen=True)
+class GenerationAttempt:
+    """One try at getting a usable answer from a model, kept for the final error."""
+
+    phase: str
+    kind: Literal["structured", "raw", "reask", "salvage"]
+    error: str
+    raw_text: str | None = None
+    error_type: str = ""
+
+
+class PlanGenerationError(PlannerError):
+    """Every attempt at one phase failed. ``attempts`` lists them in order, with what the model wrote."""
+
+    def __init__(self, phase: str, attempts: list[GenerationAttempt]) -> None:
+        self.phase = phase
+        self.attempts = list(attempts)
+        lines = [f"  {i + 1}. [{a.kind}] {a.error}" for i, a in enumerate(self.attempts)]
+        super().__init__(
+            f"{phase}: no usable answer after {len(self.attempts)} attempt(s):\n" + "\n".join(lines)
+        )
+
+
+class LLMBudgetExceeded(PlannerError):
+    """The run's budget of LLM calls is spent; raised before the call that would exceed it."""
+
+    def __init__(self, limit: int, used: int) -> None:
+        self.limit = limit
+        self.used = used
+        super().__init__(
+            f"LLM call budget exhausted: {used} of {limit} calls used "
+            "(raise max_total_llm_calls, or 0 for no budget)"
+        )
+
+
+class ExecutionError(PlannerError):
+    """The executor could not run a plan at all (a failing step is a result, not this)."""
+
+
+class ScriptExhaustedError(PlannerError):
+    """A ScriptedChatModel was called more times than its script has replies."""

@@ -1,0 +1,373 @@
+"""The runtime data model: what the program holds, checkpoints and returns.
+
+These are not the shapes the LLM fills in (those live in ``wire.py``, trimmed and bounded): the
+model never sees runtime-only fields such as statuses, results or concurrency. Coherence is
+enforced here by validators, so an incoherent object cannot exist:
+
+- ``PlanResult``: ``done`` ⇒ no decision; ``new`` ⇒ a decision with at least one step;
+  ``keep`` ⇒ no decision (the in-flight one stands); ``degraded`` ⇒ never ``done``.
+- progress and confidence are clamped into [0, 1]; they are estimates, not contracts.
+
+Everything here is plain pydantic v2 and round-trips through JSON, which is how it is stored in
+LangGraph checkpoints.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from soothe_planner.concurrency import ConcurrencyPolicy
+
+__all__ = [
+    "AgentDecision",
+    "Capability",
+    "ContinuationAssessment",
+    "ExecutionHint",
+    "ExecutionMode",
+    "FailurePolicy",
+    "GoalDirective",
+    "IntakeRoute",
+    "LoopState",
+    "Plan",
+    "PlanContext",
+    "PlanResult",
+    "PlanStep",
+    "PlannerSettings",
+    "Reflection",
+    "StatusAssessment",
+    "StepAction",
+    "StepResult",
+    "StepStatus",
+]
+
+StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
+ExecutionHint = Literal["tool", "subagent", "remote", "auto"]
+ExecutionMode = Literal["parallel", "sequential", "dependency"]
+IntakeRoute = Literal["trivial", "simple", "complex"]
+FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+
+
+def _clamp01(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return min(1.0, max(0.0, float(value)))
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=False)
+
+
+# --------------------------------------------------------------------------- steps and results
+
+
+class StepResult(_Model):
+    """What running one step produced. The single result type used everywhere."""
+
+    step_id: str
+    success: bool
+    output: str = ""
+    error: str | None = None
+    error_type: str | None = Field(
+        default=None,
+        description="A short machine-readable kind: tool_error, timeout, policy_denied, blocked, ...",
+    )
+    outcome: dict[str, Any] = Field(default_factory=dict, description="Structured output, if any.")
+    duration_ms: float = 0.0
+    thread_id: str | None = None
+    attempt: int = 1
+
+
+class StepAction(_Model):
+    """One step of a decision, as the planner hands it to the executor."""
+
+    id: str = Field(min_length=1)
+    description: str
+    tools: list[str] = Field(default_factory=list)
+    subagent: str | None = None
+    expected_output: str = ""
+    depends_on: list[str] = Field(default_factory=list)
+    execution_hint: ExecutionHint = "auto"
+
+
+class AgentDecision(_Model):
+    """A batch of steps to execute (or a final answer), with how to schedule them."""
+
+    type: Literal["execute_steps", "final"] = "execute_steps"
+    steps: list[StepAction] = Field(default_factory=list)
+    execution_mode: ExecutionMode = "dependency"
+    reasoning: str = ""
+
+    @model_validator(mode="after")
+    def _steps_for_execute(self) -> AgentDecision:
+        if self.type == "execute_steps" and not self.steps:
+            raise ValueError("an execute_steps decision needs at least one step")
+        return self
+
+
+class PlanStep(_Model):
+    """A node of the goal-wide DAG: a step plus its runtime state."""
+
+    id: str = Field(min_length=1)
+    description: str
+    execution_hint: ExecutionHint = "auto"
+    status: StepStatus = "pending"
+    result: StepResult | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    tools: list[str] = Field(default_factory=list)
+    subagent: str | None = None
+    expected_output: str = ""
+    attempts: int = 0
+    iteration: int = Field(default=0, description="The loop iteration whose decision added this step.")
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    def to_action(self) -> StepAction:
+        return StepAction(
+            id=self.id,
+            description=self.description,
+            tools=list(self.tools),
+            subagent=self.subagent,
+            expected_output=self.expected_output,
+            depends_on=list(self.depends_on),
+            execution_hint=self.execution_hint,
+        )
+
+
+class Plan(_Model):
+    """A whole plan for a goal (the ``PlannerProtocol`` view)."""
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
+    goal: str
+    steps: list[PlanStep] = Field(default_factory=list)
+    status: Literal["active", "completed", "failed", "revised"] = "active"
+    concurrency: ConcurrencyPolicy = Field(default_factory=ConcurrencyPolicy)
+    is_plan_only: bool = False
+    reasoning: str = ""
+    revision: int = 0
+
+    def step(self, step_id: str) -> PlanStep:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise KeyError(f"plan {self.id!r} has no step {step_id!r}")
+
+
+# --------------------------------------------------------------------------- planner context
+
+
+class Capability(_Model):
+    """Something a step may use: a tool, a subagent or a remote graph."""
+
+    name: str
+    kind: Literal["tool", "subagent", "remote"] = "tool"
+    description: str = ""
+    read_only: bool = False
+
+
+class PlanContext(_Model):
+    """What the planner may know besides the goal. Every field is optional."""
+
+    recent_messages: list[str] = Field(default_factory=list)
+    available_capabilities: list[Capability] = Field(default_factory=list)
+    completed_steps: dict[str, str] = Field(default_factory=dict, description="step id -> result summary")
+    workspace: str | None = None
+    working_memory_excerpt: str = ""
+    intake: IntakeRoute | None = None
+    thread_id: str | None = None
+
+    @field_validator("available_capabilities", mode="before")
+    @classmethod
+    def _names_are_tools(cls, value: Any) -> Any:
+        # A bare name is accepted as a tool for convenience; it is a typed API, not model output.
+        if isinstance(value, list):
+            return [{"name": v, "kind": "tool"} if isinstance(v, str) else v for v in value]
+        return value
+
+    def capability_names(self) -> set[str]:
+        return {c.name for c in self.available_capabilities}
+
+
+# --------------------------------------------------------------------------- reflection
+
+
+class GoalDirective(_Model):
+    """A recommended change to the goal set, from reflection."""
+
+    action: Literal["create", "adjust_priority", "add_dependency", "decompose", "fail", "complete"]
+    goal_id: str | None = None
+    description: str = ""
+    priority: int = Field(default=50, ge=0, le=100)
+    parent_id: str | None = None
+    depends_on: list[str] = Field(default_factory=list)
+    rationale: str = ""
+
+    @model_validator(mode="after")
+    def _needs_target(self) -> GoalDirective:
+        if self.action == "create" and not self.description:
+            raise ValueError("a 'create' directive needs a description")
+        if self.action != "create" and not self.goal_id:
+            raise ValueError(f"a {self.action!r} directive needs a goal_id")
+        return self
+
+
+class Reflection(_Model):
+    """How a plan is going, and whether it should be revised."""
+
+    assessment: str
+    should_revise: bool
+    feedback: str = ""
+    blocked_steps: list[str] = Field(default_factory=list, description="failed only because a dependency failed")
+    failed_details: dict[str, str] = Field(default_factory=dict, description="step id -> error, direct failures")
+    goal_directives: list[GoalDirective] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- loop planning
+
+
+class StatusAssessment(_Model):
+    """Phase 1: is the goal done, and if not, does the in-flight plan still stand?"""
+
+    status: Literal["continue", "replan", "done"]
+    goal_progress: float = Field(default=0.0, ge=0.0, le=1.0)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    require_goal_completion: bool = False
+    summary: str = ""
+    degraded: bool = False
+
+    @field_validator("goal_progress", "confidence", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> Any:
+        return _clamp01(value)
+
+    @model_validator(mode="after")
+    def _degraded_is_never_done(self) -> StatusAssessment:
+        if self.degraded and self.status == "done":
+            raise ValueError("a degraded assessment can never be 'done'")
+        return self
+
+
+class PlanResult(_Model):
+    """What one ``plan()`` returns: the status, and the decision to execute next, if any."""
+
+    status: Literal["continue", "replan", "done"]
+    plan_action: Literal["keep", "new"] = "keep"
+    decision: AgentDecision | None = None
+    goal_progress: float = Field(default=0.0, ge=0.0, le=1.0)
+    confidence: float = Field(default=0.5, ge=0.0, le=1.0)
+    next_action: str = ""
+    plan_reasoning: str = ""
+    evidence_summary: str = ""
+    full_output: str = ""
+    require_goal_completion: bool = False
+    terminal_after_execute: bool = False
+    degraded: bool = False
+    llm_calls: int = 0
+    warnings: list[str] = Field(default_factory=list, description="What the lenient parser repaired.")
+
+    @field_validator("goal_progress", "confidence", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> Any:
+        return _clamp01(value)
+
+    @model_validator(mode="after")
+    def _coherent(self) -> PlanResult:
+        if self.status == "done" and self.decision is not None:
+            raise ValueError("a 'done' result carries no decision")
+        if self.degraded and self.status == "done":
+            raise ValueError("a degraded result can never be 'done'")
+        if self.plan_action == "new":
+            if self.decision is None or not self.decision.steps:
+                raise ValueError("plan_action 'new' needs a decision with at least one step")
+        elif self.decision is not None:
+            raise ValueError("plan_action 'keep' carries no decision: the in-flight one stands")
+        return self
+
+
+class ContinuationAssessment(_Model):
+    """For a follow-up turn on a thread: one bootstrap step, or full plan generation."""
+
+    action: Literal["bootstrap", "plan_generate"]
+    reasoning: str = ""
+    goal_progress: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    @field_validator("goal_progress", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> Any:
+        return _clamp01(value)
+
+
+class LoopState(_Model):
+    """Everything the loop planner reads about a run; checkpoint-serialisable."""
+
+    goal: str
+    thread_id: str = "default"
+    iteration: int = Field(default=0, ge=0)
+    max_iterations: int = Field(default=10, ge=1)
+    current_decision: AgentDecision | None = None
+    step_results: list[StepResult] = Field(default_factory=list)
+    previous_plan: Plan | None = None
+    previous_assessment: StatusAssessment | None = None
+    action_history: list[str] = Field(default_factory=list)
+    working_memory: str = ""
+    intake: IntakeRoute | None = None
+    continuation: bool = Field(default=False, description="Prior goals exist on this thread (structural, not a label).")
+    prior_goals: list[str] = Field(default_factory=list)
+    recent_messages: list[str] = Field(default_factory=list)
+
+
+# --------------------------------------------------------------------------- settings
+
+_RETRY_RE = re.compile(r"^\s*retry\s*\(\s*(\d+)\s*\)\s*$")
+
+
+class FailurePolicy(_Model):
+    """What happens to a failed step: ``block`` its dependents, or ``retry`` it n times first."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["block", "retry"] = "block"
+    max_retries: int = Field(default=0, ge=0)
+
+    @classmethod
+    def parse(cls, value: str | FailurePolicy) -> FailurePolicy:
+        """Read ``"block"``, ``"retry(n)"`` or a ``FailurePolicy``."""
+        if isinstance(value, FailurePolicy):
+            return value
+        if value == "block":
+            return cls(mode="block")
+        m = _RETRY_RE.match(value)
+        if m:
+            return cls(mode="retry", max_retries=int(m.group(1)))
+        raise ValueError(f"failure policy {value!r} is not 'block' or 'retry(n)'")
+
+    def __str__(self) -> str:
+        return "block" if self.mode == "block" else f"retry({self.max_retries})"
+
+
+class PlannerSettings(_Model):
+    """How ``LLMPlanner`` behaves. The YAML ``planner:`` section loads into this; defaults live here only."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_iterations: int = Field(default=10, ge=1, description="Loop iterations before the goal fails.")
+    max_plan_steps: int = Field(default=8, ge=1, description="Steps one decision may hold; more is an error.")
+    reject_done_at_iteration_zero: bool = Field(
+        default=True, description="A 'done' at iteration 0 with no evidence becomes 'continue'."
+    )
+    structured_output_method: Literal["auto", "json_schema", "function_calling", "json_mode"] = "auto"
+    retries: int = Field(default=2, ge=0, description="Re-asks after a parse/validation failure.")
+    transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")
+    transport_backoff_s: float = Field(default=0.5, ge=0)
+    call_timeout_s: float = Field(default=120.0, gt=0, description="Per-call timeout, seconds.")
+    on_failure: Literal["raise", "degraded"] = Field(
+        default="raise", description="After every attempt failed: raise PlanGenerationError, or degrade."
+    )
+    llm_reflection: bool = Field(default=False, description="Ask the model to reflect (default: deterministic).")
+    prompt_budget_tokens: int = Field(default=6000, ge=500, description="Prompt size cap, in tokens (approx.).")
+    max_output_tokens: int = Field(default=1024, ge=64)

@@ -1,0 +1,191 @@
+"""The small schemas the LLM fills in, and how they become runtime models.
+
+Why separate classes: the model must never see runtime fields (statuses, results, concurrency),
+and every token of schema is paid for on every call. These are trimmed to what the model decides,
+with short descriptions, ``extra="forbid"``, and bounds on every list and string so that a small
+model's output cannot run away (a grammar-constrained server ends the JSON when the bounds are
+reached). Bounds are advertised in the JSON schema; text over a bound is truncated on validation,
+never rejected — a long description is not worth a re-ask. A list over its bound *is* rejected:
+a plan of fifty steps is a plan nobody asked for.
+
+The class names are the tool names a provider shows the model, so they read as verbs.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, field_validator, model_validator
+from pydantic.functional_validators import BeforeValidator
+
+from soothe_planner.models import (
+    AgentDecision,
+    ContinuationAssessment,
+    ExecutionHint,
+    StatusAssessment,
+    StepAction,
+    _clamp01,
+)
+
+__all__ = [
+    "STEP_ID_PATTERN",
+    "WIRE_MAX_STEPS",
+    "AssessStatus",
+    "ChooseContinuation",
+    "GeneratePlan",
+    "PlanStepSpec",
+    "ReflectOnPlan",
+    "RouteIntake",
+    "generation_model",
+    "to_continuation",
+    "to_decision",
+    "to_status_assessment",
+]
+
+STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
+WIRE_MAX_STEPS = 50
+"""A hard ceiling on steps in one answer, whatever ``max_plan_steps`` says."""
+
+
+def _truncate(limit: int) -> BeforeValidator:
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > limit:
+            return value[: limit - 1] + "…"
+        return value
+
+    return BeforeValidator(cut)
+
+
+def Text(limit: int) -> Any:  # noqa: N802 - reads as a type in annotations
+    """A string the model writes: advertised with ``maxLength``, truncated when longer."""
+    return Annotated[str, _truncate(limit), WithJsonSchema({"type": "string", "maxLength": limit})]
+
+
+StepId = Annotated[str, Field(pattern=STEP_ID_PATTERN)]
+Fraction = Annotated[float, BeforeValidator(_clamp01), Field(ge=0.0, le=1.0)]
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlanStepSpec(_Wire):
+    """One step: what to do, what it needs first, and what may do it."""
+
+    id: StepId = Field(description="Short unique id, e.g. s1")
+    description: Text(300) = Field(description="What to do, concretely")  # type: ignore[valid-type]
+    depends_on: list[StepId] = Field(default_factory=list, max_length=8, description="Ids of steps that must finish first")
+    tools: list[Text(64)] = Field(default_factory=list, max_length=4, description="Tool names to use")  # type: ignore[valid-type]
+    subagent: Text(64) | None = Field(default=None, description="Subagent name, if delegated")  # type: ignore[valid-type]
+    expected_output: Text(200) = Field(default="", description="What the step should produce")  # type: ignore[valid-type]
+
+
+class AssessStatus(_Wire):
+    """Judge the goal's progress from the evidence."""
+
+    status: Literal["continue", "replan", "done"] = Field(
+        description="done: goal achieved; continue: current plan stands; replan: current plan is wrong"
+    )
+    goal_progress: Fraction = Field(default=0.0, description="0..1")
+    confidence: Fraction = Field(default=0.5, description="0..1")
+    summary: Text(300) = Field(default="", description="One sentence on the evidence")  # type: ignore[valid-type]
+
+
+class GeneratePlan(_Wire):
+    """Decide the next steps toward the goal."""
+
+    plan_action: Literal["new", "keep"] = Field(description="new: steps below; keep: in-flight plan stands")
+    execution_mode: Literal["parallel", "sequential", "dependency"] = Field(default="dependency")
+    next_action: Text(300) = Field(default="", description="One sentence: what happens next")  # type: ignore[valid-type]
+    steps: list[PlanStepSpec] = Field(default_factory=list, max_length=WIRE_MAX_STEPS)
+
+    @model_validator(mode="after")
+    def _new_needs_steps(self) -> GeneratePlan:
+        if self.plan_action == "new" and not self.steps:
+            raise ValueError("plan_action 'new' needs at least one step")
+        return self
+
+
+class ChooseContinuation(_Wire):
+    """Decide how to handle a follow-up request on this thread."""
+
+    action: Literal["bootstrap", "plan_generate"] = Field(
+        description="bootstrap: one step answers it; plan_generate: needs a plan"
+    )
+    reasoning: Text(300) = Field(default="", description="Why, in one sentence")  # type: ignore[valid-type]
+
+
+class ReflectOnPlan(_Wire):
+    """Judge how the plan went and whether to revise it."""
+
+    assessment: Text(400) = Field(description="How the plan is going")  # type: ignore[valid-type]
+    should_revise: bool
+    feedback: Text(400) = Field(default="", description="What to change, if revising")  # type: ignore[valid-type]
+
+
+class RouteIntake(_Wire):
+    """Classify the request before planning."""
+
+    route: Literal["trivial", "simple", "complex"] = Field(
+        description="trivial: answer now; simple: one small plan; complex: multi-step work"
+    )
+    answer: Text(1000) = Field(default="", description="The answer, only when trivial")  # type: ignore[valid-type]
+
+    @field_validator("answer")
+    @classmethod
+    def _strip(cls, value: str) -> str:
+        return value.strip()
+
+
+@lru_cache(maxsize=32)
+def generation_model(max_steps: int) -> type[GeneratePlan]:
+    """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced)."""
+    bound = max(1, min(max_steps, WIRE_MAX_STEPS))
+    model: type[GeneratePlan] = create_model(
+        "GeneratePlan",
+        __base__=GeneratePlan,
+        __doc__=GeneratePlan.__doc__,
+        steps=(list[PlanStepSpec], Field(default_factory=list, max_length=bound)),
+    )
+    return model
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _hint(spec: PlanStepSpec) -> ExecutionHint:
+    if spec.subagent:
+        return "subagent"
+    if spec.tools:
+        return "tool"
+    return "auto"
+
+
+def to_decision(gen: GeneratePlan, *, reasoning: str = "") -> AgentDecision:
+    """The steps of a ``new`` answer as an executable decision (validation of the DAG is separate)."""
+    steps = [
+        StepAction(
+            id=s.id,
+            description=s.description,
+            tools=list(s.tools),
+            subagent=s.subagent or None,
+            expected_output=s.expected_output,
+            depends_on=list(s.depends_on),
+            execution_hint=_hint(s),
+        )
+        for s in gen.steps
+    ]
+    return AgentDecision(
+        type="execute_steps", steps=steps, execution_mode=gen.execution_mode, reasoning=reasoning or gen.next_action
+    )
+
+
+def to_status_assessment(a: AssessStatus) -> StatusAssessment:
+    return StatusAssessment(
+        status=a.status, goal_progress=a.goal_progress, confidence=a.confidence, summary=a.summary
+    )
+
+
+def to_continuation(c: ChooseContinuation) -> ContinuationAssessment:
+    return ContinuationAssessment(action=c.action, reasoning=c.reasoning)
