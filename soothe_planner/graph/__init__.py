@@ -1,0 +1,1 @@
+"""LangGraph integration: the StrangeLoop graph and the planner's node functions."""
