@@ -1,0 +1,146 @@
+"""The built-in workspace tools: what they return, and that they never leave their folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from langchain_core.tools import ToolException
+
+from soothe_planner import tools as tools_mod
+from soothe_planner.tools import BUILTIN_TOOL_NAMES, make_builtin_tools, resolve_in_workspace
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "notes.md").write_text("# Notes\nTODO: write the intro\n", encoding="utf-8")
+    (ws / "src" / "app.py").write_text("def f():\n    pass  # todo: implement\n", encoding="utf-8")
+    (tmp_path / "secret.txt").write_text("outside the workspace\n", encoding="utf-8")
+    return ws
+
+
+def test_builtins_are_four_and_only_write_file_is_not_read_only(workspace: Path) -> None:
+    tools = make_builtin_tools(workspace)
+    assert tuple(tools) == BUILTIN_TOOL_NAMES
+    read_only = {name for name, t in tools.items() if (t.metadata or {}).get("read_only")}
+    assert read_only == {"list_dir", "read_file", "search_text"}
+
+
+def test_list_dir_marks_folders_and_defaults_to_the_root(workspace: Path) -> None:
+    out = make_builtin_tools(workspace)["list_dir"].invoke({})
+    assert out.splitlines() == ["notes.md", "src/"]
+
+
+def test_read_file_returns_the_text(workspace: Path) -> None:
+    assert "TODO: write the intro" in make_builtin_tools(workspace)["read_file"].invoke({"path": "notes.md"})
+
+
+def test_search_text_is_case_insensitive_and_names_file_and_line(workspace: Path) -> None:
+    out = make_builtin_tools(workspace)["search_text"].invoke({"pattern": "todo"})
+    assert out.splitlines() == ["notes.md:2: TODO: write the intro", "src/app.py:2: pass  # todo: implement"]
+
+
+def test_search_text_rejects_an_invalid_regex_with_the_pattern_named(workspace: Path) -> None:
+    with pytest.raises(ToolException, match=r"'\(' is not a valid regular expression"):
+        make_builtin_tools(workspace)["search_text"].invoke({"pattern": "(", "regex": True})
+
+
+def test_write_file_creates_folders_and_stays_inside(workspace: Path) -> None:
+    out = make_builtin_tools(workspace)["write_file"].invoke({"path": "out/report.md", "content": "hi"})
+    assert out == "wrote 2 bytes to out/report.md"
+    assert (workspace / "out" / "report.md").read_text() == "hi"
+
+
+@pytest.mark.parametrize("tool", ["read_file", "list_dir", "write_file", "search_text"])
+def test_dotdot_escape_is_refused_by_every_tool(workspace: Path, tool: str) -> None:
+    args = {"read_file": {"path": "../secret.txt"}, "list_dir": {"path": ".."},
+            "write_file": {"path": "../evil.txt", "content": "x"},
+            "search_text": {"pattern": "outside", "path": ".."}}[tool]
+    with pytest.raises(ToolException, match="outside the workspace"):
+        make_builtin_tools(workspace)[tool].invoke(args)
+    assert not (workspace.parent / "evil.txt").exists()
+
+
+def test_absolute_path_outside_is_refused_but_inside_is_allowed(workspace: Path) -> None:
+    tools = make_builtin_tools(workspace)
+    with pytest.raises(ToolException, match="outside the workspace"):
+        tools["read_file"].invoke({"path": str(workspace.parent / "secret.txt")})
+    with pytest.raises(ToolException, match="outside the workspace"):
+        tools["read_file"].invoke({"path": "/etc/passwd"})
+    assert "Notes" in tools["read_file"].invoke({"path": str(workspace / "notes.md")})
+
+
+def test_symlink_pointing_outside_is_refused_for_read_and_write(workspace: Path) -> None:
+    (workspace / "link.txt").symlink_to(workspace.parent / "secret.txt")
+    (workspace / "linkdir").symlink_to(workspace.parent)
+    tools = make_builtin_tools(workspace)
+    with pytest.raises(ToolException, match="outside the workspace"):
+        tools["read_file"].invoke({"path": "link.txt"})
+    with pytest.raises(ToolException, match="outside the workspace"):
+        tools["write_file"].invoke({"path": "link.txt", "content": "pwned"})
+    with pytest.raises(ToolException, match="outside the workspace"):
+        tools["write_file"].invoke({"path": "linkdir/new.txt", "content": "pwned"})
+    assert (workspace.parent / "secret.txt").read_text() == "outside the workspace\n"
+    assert not (workspace.parent / "new.txt").exists()
+
+
+def test_search_skips_symlinked_files_that_point_outside(workspace: Path) -> None:
+    (workspace / "link.txt").symlink_to(workspace.parent / "secret.txt")
+    out = make_builtin_tools(workspace)["search_text"].invoke({"pattern": "outside the workspace"})
+    assert out == "no matches for 'outside the workspace'"
+
+
+def test_symlink_inside_the_workspace_is_allowed(workspace: Path) -> None:
+    (workspace / "alias.md").symlink_to(workspace / "notes.md")
+    assert "Notes" in make_builtin_tools(workspace)["read_file"].invoke({"path": "alias.md"})
+
+
+def test_read_is_capped_and_says_it_was_truncated(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools_mod, "MAX_READ_CHARS", 10)
+    (workspace / "big.txt").write_text("x" * 100)
+    out = make_builtin_tools(workspace)["read_file"].invoke({"path": "big.txt"})
+    assert out.startswith("x" * 10 + "\n... [truncated: file is 100 bytes")
+
+
+def test_search_hits_are_capped(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools_mod, "MAX_SEARCH_HITS", 3)
+    (workspace / "many.txt").write_text("hit\n" * 10)
+    lines = make_builtin_tools(workspace)["search_text"].invoke({"pattern": "hit"}).splitlines()
+    assert len(lines) == 4 and lines[-1] == "... (stopped at 3 matches)"
+
+
+def test_listing_is_capped(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools_mod, "MAX_LIST_ENTRIES", 2)
+    for i in range(5):
+        (workspace / f"f{i}.txt").write_text("")
+    lines = make_builtin_tools(workspace)["list_dir"].invoke({}).splitlines()
+    assert lines[-1] == "... (5 more entries not shown)" and len(lines) == 3
+
+
+def test_oversized_write_is_refused(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools_mod, "MAX_WRITE_CHARS", 5)
+    with pytest.raises(ToolException, match="over the 5-char write limit"):
+        make_builtin_tools(workspace)["write_file"].invoke({"path": "a.txt", "content": "123456"})
+
+
+def test_binary_file_read_is_refused(workspace: Path) -> None:
+    (workspace / "blob.bin").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ToolException, match="binary file"):
+        make_builtin_tools(workspace)["read_file"].invoke({"path": "blob.bin"})
+
+
+def test_missing_file_is_a_tool_error_not_a_crash(workspace: Path) -> None:
+    with pytest.raises(ToolException, match=r"'nope\.md' is not a file in the workspace"):
+        make_builtin_tools(workspace)["read_file"].invoke({"path": "nope.md"})
+
+
+def test_missing_workspace_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ToolException, match="is not an existing folder"):
+        make_builtin_tools(tmp_path / "missing")
+
+
+def test_resolve_in_workspace_rejects_nul_bytes(workspace: Path) -> None:
+    with pytest.raises(ToolException, match="not a valid path"):
+        resolve_in_workspace(workspace, "a\x00b")
