@@ -1,0 +1,4 @@
+"""Benchmarks for soothe-planner: each prints ratios against a baseline measured in the same run.
+
+Run one with ``python -m bench <name> [--quick]``; each also writes ``bench/results/<name>.json``.
+"""

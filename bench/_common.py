@@ -1,0 +1,40 @@
+"""What every benchmark shares: where results go, how tables print, where the repository is."""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def write_results(name: str, payload: dict[str, Any]) -> Path:
+    """Write ``payload`` (plus when and where it ran) to ``bench/results/<name>.json``."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    meta = {
+        "benchmark": name,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+    }
+    path.write_text(json.dumps({**meta, **payload}, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table, numbers formatted compactly."""
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
