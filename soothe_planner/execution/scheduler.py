@@ -1,0 +1,425 @@
+"""How are a plan's steps run: when does each start, and what happens when one fails or is killed?
+
+**Eager dataflow.** A step starts the moment its own dependencies have completed — not when a
+"wave" of unrelated steps has finished (LangGraph's ``Send`` fan-out runs in supersteps and every
+branch of a superstep waits for the slowest one, so the scheduler lives here, inside one node).
+Each running step is an asyncio task; the loop waits for the *first* to finish, records it through
+``PlanManager.record_step_outcomes`` (which also blocks dependents or puts a failed step back for a
+retry, per the manager's failure policy) and immediately starts whatever became ready. Limits are
+the controller's: ``controller.step()`` around every step, ``controller.subagent()`` around
+subagent and remote steps, and the LLM-call limiter inside every model call (the agent model is
+wrapped with ``controller.wrap_model``). ``execution_mode="sequential"`` runs one step at a time in
+topological order.
+
+**Failures are results.** A denied tool (``policy_denied``), a bad reference
+(``bad_reference``), a tool exception (``tool_error``), an agent or subagent exception
+(``agent_error`` / ``subagent_error``), a timeout (``timeout``), nothing able to run the step
+(``no_runner``) — each becomes a failed ``StepResult``; ``run`` never raises for a step and never
+waits on a step that cannot finish.
+
+**Killed mid-run: a write-through step journal.** A LangGraph checkpoint is written when a node
+returns; steps that completed inside an ``execute`` node killed before it returned are not in any
+checkpoint, and on resume the node runs again from its start. So each finished step is written
+through to a *journal* — a LangGraph ``BaseStore`` (in-memory, SQLite or PostgreSQL, whichever the
+graph was compiled with) — before its dependents are started. Before running a step the executor
+looks it up: a recorded result is replayed (event ``replayed: true``) instead of running the step
+again. The key is ``(thread, step id, attempt, digest of goal + step content)``, so a retry is a new
+attempt and a different step that reuses an id on another goal never replays a stale result. What
+this does not cover: a step killed *while running* runs again on resume (it never completed); a
+tool with external side effects that must not repeat even then needs its own idempotency key,
+and ``StepResult.thread_id``/``attempt`` are there to build one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+
+from soothe_planner.errors import LLMBudgetExceeded
+from soothe_planner.execution.references import BadReferenceError, render_task
+from soothe_planner.execution.runners import (
+    NoRunnerError,
+    output_text,
+    run_agent,
+    run_runnable,
+    run_single_input_tool,
+    single_string_field,
+)
+from soothe_planner.models import Capability, PlanStep, StepResult
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
+    from soothe_planner.concurrency import ConcurrencyController
+    from soothe_planner.plan_manager import PlanManager
+
+__all__ = ["EventSink", "StepExecutor", "journal_key"]
+
+EventSink = Callable[[dict[str, Any]], Any]
+JOURNAL_NAMESPACE = "soothe_step_journal"
+OUTPUT_EXCERPT_CHARS = 500
+
+
+class _Denied(Exception):
+    """A step asked for something the policy does not allow."""
+
+
+class _StepFailure(Exception):
+    """A runner failure with its kind already decided."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def journal_key(goal: str, step: PlanStep, attempt: int) -> str:
+    """The journal key of one attempt of one step (see the module docstring)."""
+    content = "\x1f".join(
+        [goal, step.description, ",".join(step.tools), step.subagent or "", ",".join(step.depends_on)]
+    )
+    digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
+    return f"{step.id}#{attempt}#{digest}"
+
+
+def _stream_writer() -> Callable[[Any], None] | None:
+    try:
+        from langgraph.config import get_stream_writer
+
+        return get_stream_writer()
+    except Exception:  # outside a graph run there is no writer: events go to on_event only
+        return None
+
+
+class StepExecutor:
+    """Runs the ready steps of a ``PlanManager`` as eager dataflow, within the controller's limits."""
+
+    def __init__(
+        self,
+        *,
+        tools: Sequence[BaseTool] = (),
+        subagents: Mapping[str, Runnable[Any, Any]] | None = None,
+        remotes: Mapping[str, Runnable[Any, Any]] | None = None,
+        agent_model: BaseChatModel | None = None,
+        controller: ConcurrencyController | None = None,
+        step_timeout_s: float | None = None,
+        read_only: Collection[str] = (),
+        journal: BaseStore | None = None,
+    ) -> None:
+        from soothe_planner.concurrency import ConcurrencyController
+
+        names = [t.name for t in tools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            from soothe_planner.errors import ConfigError
+
+            raise ConfigError(f"tool names must be unique, got duplicates {dupes}; rename or drop one")
+        if step_timeout_s is not None and step_timeout_s <= 0:
+            from soothe_planner.errors import ConfigError
+
+            raise ConfigError(f"step_timeout_s must be > 0 or None (no timeout), got {step_timeout_s}")
+        self.tools: dict[str, BaseTool] = {t.name: t for t in tools}
+        self.subagents: dict[str, Runnable[Any, Any]] = dict(subagents or {})
+        self.remotes: dict[str, Runnable[Any, Any]] = dict(remotes or {})
+        self.controller: ConcurrencyController = controller or ConcurrencyController()
+        # Every LLM call inside a step takes a slot of the same limiter as the planner's calls.
+        self.agent_model: BaseChatModel | None = (
+            self.controller.wrap_model(agent_model) if agent_model is not None else None
+        )
+        self.step_timeout_s = step_timeout_s
+        self.read_only_names: frozenset[str] = frozenset(read_only)
+        self.journal = journal
+
+    # ------------------------------------------------------------------ capabilities
+
+    def is_read_only(self, tool: BaseTool) -> bool:
+        return tool.name in self.read_only_names or bool((tool.metadata or {}).get("read_only"))
+
+    @property
+    def read_only_tools(self) -> list[BaseTool]:
+        """Tools safe to offer while planning (plan mode)."""
+        return [t for t in self.tools.values() if self.is_read_only(t)]
+
+    def capabilities(self, *, read_only_only: bool = False) -> list[Capability]:
+        """What steps may use: tools (flagged read-only or not), subagents, remote graphs."""
+        caps = [
+            Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t))
+            for t in self.tools.values()
+            if not read_only_only or self.is_read_only(t)
+        ]
+        caps += [Capability(name=n, kind="subagent", description=_describe(r)) for n, r in self.subagents.items()]
+        caps += [
+            Capability(name=n, kind="remote", description=_describe(r))
+            for n, r in self.remotes.items()
+            if n not in self.subagents
+        ]
+        return caps
+
+    # ------------------------------------------------------------------ the scheduler
+
+    async def run(
+        self,
+        manager: PlanManager,
+        *,
+        execution_mode: Literal["parallel", "sequential", "dependency"] | str = "dependency",
+        on_event: EventSink | None = None,
+        thread_id: str | None = None,
+        journal: BaseStore | None = None,
+    ) -> list[StepResult]:
+        """Run every ready step (and whatever they make ready) until nothing is pending or running.
+
+        Returns the results in completion order, including the ``skipped`` results the manager
+        recorded for dependents of failed steps.
+        """
+        journal = journal if journal is not None else self.journal
+        writer = _stream_writer()
+        emit = _Emitter(on_event, writer, thread_id)
+        max_running = 1 if execution_mode == "sequential" else None
+        running: dict[asyncio.Task[tuple[StepResult, bool]], PlanStep] = {}
+        results: list[StepResult] = []
+        try:
+            while True:
+                room = None if max_running is None else max_running - len(running)
+                if room is None or room > 0:
+                    for step in manager.ready_steps(limit=room):
+                        manager.mark_started(step.id)
+                        node = manager.node(step.id)
+                        task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal))
+                        running[task] = node
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    running.pop(task)
+                    # _run_one never raises for a step: a failure is a failed result.
+                    result, replayed = task.result()
+                    extra = manager.record_step_outcomes([result])
+                    results.append(result)
+                    await emit.completed(result, replayed=replayed)
+                    for skipped in extra:
+                        results.append(skipped)
+                        await emit.completed(skipped)
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        return results
+
+    async def _run_one(
+        self,
+        manager: PlanManager,
+        step: PlanStep,
+        emit: _Emitter,
+        thread_id: str | None,
+        journal: BaseStore | None,
+    ) -> tuple[StepResult, bool]:
+        attempt = step.attempts + 1  # the manager counts attempts when an outcome is recorded
+        namespace = (JOURNAL_NAMESPACE, thread_id or "default")
+        key = journal_key(manager.goal, step, attempt)
+        if journal is not None:
+            item = await journal.aget(namespace, key)
+            if item is not None:
+                replayed = StepResult.model_validate(item.value)
+                await emit.started(step, attempt, replayed=True)
+                return replayed, True
+        uses_subagent = self._routes_to_runnable(step)
+        async with self.controller.step():
+            if uses_subagent:
+                async with self.controller.subagent():
+                    result = await self._timed(manager, step, attempt, thread_id, emit)
+            else:
+                result = await self._timed(manager, step, attempt, thread_id, emit)
+        if journal is not None:
+            # Written before the scheduler sees the result, so before any dependent can start.
+            await journal.aput(namespace, key, result.model_dump(mode="json"))
+        return result, False
+
+    async def _timed(
+        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
+    ) -> StepResult:
+        await emit.started(step, attempt)
+        start = time.perf_counter()
+        output, error_type, error = "", None, None
+        outcome: dict[str, Any] = {}
+        try:
+            coro = self._dispatch(manager, step)
+            if self.step_timeout_s is not None:
+                output, outcome = await asyncio.wait_for(coro, self.step_timeout_s)
+            else:
+                output, outcome = await coro
+        except TimeoutError:
+            error_type = "timeout"
+            error = f"step {step.id!r} did not finish within step_timeout_s={self.step_timeout_s}s"
+        except _Denied as exc:
+            error_type, error = "policy_denied", str(exc)
+        except BadReferenceError as exc:
+            error_type, error = "bad_reference", f"step {step.id!r}: {exc}"
+        except NoRunnerError as exc:
+            error_type, error = "no_runner", str(exc)
+        except LLMBudgetExceeded as exc:
+            error_type, error = "llm_budget_exceeded", str(exc)
+        except _StepFailure as exc:
+            error_type, error = exc.error_type, str(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a runner bug is still a step failure, not a crashed loop
+            error_type, error = "runner_error", f"step {step.id!r}: {type(exc).__name__}: {exc}"
+        return StepResult(
+            step_id=step.id,
+            success=error_type is None,
+            output=output,
+            error=error,
+            error_type=error_type,
+            outcome=outcome,
+            duration_ms=round((time.perf_counter() - start) * 1000.0, 3),
+            thread_id=thread_id,
+            attempt=attempt,
+        )
+
+    # ------------------------------------------------------------------ dispatch
+
+    def _routes_to_runnable(self, step: PlanStep) -> bool:
+        return bool(step.subagent) or step.execution_hint == "remote"
+
+    def _completed(self, manager: PlanManager) -> dict[str, StepResult]:
+        out: dict[str, StepResult] = {}
+        for sid, res in manager.results().items():
+            if res.success and manager.node(sid).status == "completed":
+                out[sid] = res
+        return out
+
+    def _check_allowed(self, manager: PlanManager, step: PlanStep, names: Sequence[str]) -> None:
+        allowed = getattr(manager, "allowed_capabilities", None)
+        for name in names:
+            if name not in self.tools and name not in self.subagents and name not in self.remotes:
+                raise _Denied(
+                    f"step {step.id!r} uses {name!r}, which is not a tool, subagent or remote graph of this "
+                    f"executor (rule: only configured capabilities run; known: {sorted(self._all_names())})"
+                )
+            if allowed is not None and name not in allowed:
+                raise _Denied(
+                    f"step {step.id!r} uses {name!r}, which is not in the plan's allow-list "
+                    f"(rule: allowed_capabilities={sorted(allowed)}); add it to the allow-list to permit it"
+                )
+
+    def _all_names(self) -> set[str]:
+        return set(self.tools) | set(self.subagents) | set(self.remotes)
+
+    async def _dispatch(self, manager: PlanManager, step: PlanStep) -> tuple[str, dict[str, Any]]:
+        completed = self._completed(manager)
+        if self._routes_to_runnable(step):
+            return await self._run_delegate(manager, step, completed)
+        if step.tools:
+            self._check_allowed(manager, step, step.tools)
+            tools = [self.tools[n] for n in step.tools if n in self.tools]
+            if len(tools) != len(step.tools):  # a subagent/remote name listed as a tool
+                missing = [n for n in step.tools if n not in self.tools]
+                raise _Denied(f"step {step.id!r} lists {missing} as tools, but they are not tools of this executor")
+            if len(tools) == 1 and (field := single_string_field(tools[0])) is not None:
+                task = render_task(step.description, step.depends_on, completed)
+                try:
+                    raw = await run_single_input_tool(tools[0], field, task.text)
+                except asyncio.CancelledError:
+                    raise
+                except LLMBudgetExceeded:
+                    raise
+                except Exception as exc:
+                    raise _StepFailure(
+                        "tool_error", f"tool {tools[0].name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}"
+                    ) from exc
+                return output_text(raw)
+            if self.agent_model is None:
+                raise NoRunnerError(
+                    f"step {step.id!r} needs tool(s) {step.tools} with structured arguments, which only an agent "
+                    "can fill in; give the executor an agent_model"
+                )
+            return await self._agent(step, tools, completed)
+        # No tools, no subagent: the default agent over every allowed tool.
+        if self.agent_model is None:
+            raise NoRunnerError(
+                f"step {step.id!r} names no tool or subagent and the executor has no agent_model to run it; "
+                "name a tool in the step or give the executor an agent_model"
+            )
+        allowed = getattr(manager, "allowed_capabilities", None)
+        tools = [t for n, t in self.tools.items() if allowed is None or n in allowed]
+        return await self._agent(step, tools, completed)
+
+    async def _agent(
+        self, step: PlanStep, tools: Sequence[BaseTool], completed: Mapping[str, StepResult]
+    ) -> tuple[str, dict[str, Any]]:
+        assert self.agent_model is not None
+        task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
+        try:
+            raw = await run_agent(self.agent_model, tools, task.text)
+        except (asyncio.CancelledError, LLMBudgetExceeded):
+            raise
+        except Exception as exc:
+            raise _StepFailure("agent_error", f"agent failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
+        return output_text(raw)
+
+    async def _run_delegate(
+        self, manager: PlanManager, step: PlanStep, completed: Mapping[str, StepResult]
+    ) -> tuple[str, dict[str, Any]]:
+        name = step.subagent or (step.tools[0] if len(step.tools) == 1 else "")
+        if not name:
+            raise NoRunnerError(f"step {step.id!r} is marked remote but names no remote graph; set its subagent")
+        self._check_allowed(manager, step, [name])
+        runnable = self.subagents.get(name) if step.execution_hint != "remote" else None
+        runnable = runnable or self.remotes.get(name) or self.subagents.get(name)
+        if runnable is None:
+            raise _Denied(f"step {step.id!r} delegates to {name!r}, which is a tool, not a subagent or remote graph")
+        task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
+        kind = "remote_error" if name in self.remotes and name not in self.subagents else "subagent_error"
+        try:
+            raw = await run_runnable(runnable, task.text)
+        except (asyncio.CancelledError, LLMBudgetExceeded):
+            raise
+        except Exception as exc:
+            raise _StepFailure(kind, f"{name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
+        return output_text(raw)
+
+
+def _describe(runnable: Runnable[Any, Any]) -> str:
+    doc = getattr(runnable, "description", None) or getattr(runnable, "name", None) or ""
+    return str(doc)
+
+
+class _Emitter:
+    """Sends step events to the caller's sink and to LangGraph's custom stream, if there is one."""
+
+    def __init__(self, sink: EventSink | None, writer: Callable[[Any], None] | None, thread_id: str | None) -> None:
+        self.sink = sink
+        self.writer = writer
+        self.thread_id = thread_id
+
+    async def _send(self, event: dict[str, Any]) -> None:
+        event["thread_id"] = self.thread_id
+        if self.writer is not None:
+            self.writer(event)
+        if self.sink is not None:
+            out = self.sink(event)
+            if inspect.isawaitable(out):
+                await out
+
+    async def started(self, step: PlanStep, attempt: int, *, replayed: bool = False) -> None:
+        await self._send(
+            {"event": "step_started", "step_id": step.id, "description": step.description,
+             "attempt": attempt, "replayed": replayed}
+        )
+
+    async def completed(self, result: StepResult, *, replayed: bool = False) -> None:
+        out = result.output if len(result.output) <= OUTPUT_EXCERPT_CHARS else result.output[:OUTPUT_EXCERPT_CHARS] + "…"
+        await self._send(
+            {"event": "step_completed", "step_id": result.step_id, "success": result.success,
+             "error_type": result.error_type, "error": result.error, "duration_ms": result.duration_ms,
+             "attempt": result.attempt, "output": out, "replayed": replayed}
+        )
+
