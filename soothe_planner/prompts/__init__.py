@@ -1,0 +1,191 @@
+"""What the planner says to the model, and how it fits a prompt budget.
+
+The words live in the ``*.txt`` templates next to this module (``string.Template``: ``$name``
+fields, nothing executable), so they can be read and reviewed as prose. Each phase has a short,
+static system prompt — identical on every call, so a provider can cache it — and a human turn that
+carries everything that changes: the goal, the iteration, the plan in flight, evidence, memory.
+The context never travels in a system message after a user message (some providers reject that).
+
+Two rules are enforced here rather than trusted to the templates:
+
+- Data is fenced. Step outputs, working memory, the conversation and the goal enter inside
+  ``<evidence>``-style tags that the system prompt declares to be data; any of those tags inside
+  the data is escaped, so a step output cannot close the fence and speak as the instructions.
+- The budget gives way on state, never on rules. When a prompt would exceed the budget (about
+  four characters per token), the largest trimmable section — evidence, working memory or the
+  plan rendering — is cut to the headroom left, keeping at least a floor of it (a truncated
+  evidence block is worth more than the gap dropping it would leave); then the next largest.
+  Instructions are never cut. If the prompt still overflows, it is sent whole and the overflow is
+  reported to the caller, which logs and counts it — refusing to call would stall the loop.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+from soothe_planner.models import Capability, StatusAssessment, StepResult
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DATA_TAGS",
+    "Prompt",
+    "build",
+    "escape_data",
+    "render_assessment",
+    "render_capabilities",
+    "render_results",
+    "template",
+    "template_names",
+    "trim_text",
+]
+
+CHARS_PER_TOKEN = 4
+"""A rough, provider-neutral estimate; the budget is a guard rail, not a tokenizer."""
+
+DATA_TAGS = ("goal", "plan", "evidence", "working_memory", "conversation", "previous_answer")
+_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGNORECASE)
+TRIM_FLOOR = 160
+"""Characters a trimmed section keeps at least: trimmed, never dropped whole."""
+
+_MARKER_ROOM = 60  # a trim marker's length, so trimming a section at its floor is never attempted
+Keep = Literal["head", "tail"]
+
+
+@cache
+def template(name: str) -> string.Template:
+    """The template ``<name>.txt`` shipped with the package."""
+    text = resources.files(__package__).joinpath(f"{name}.txt").read_text(encoding="utf-8")
+    return string.Template(text.rstrip("\n"))
+
+
+def template_names() -> list[str]:
+    return sorted(p.name[:-4] for p in resources.files(__package__).iterdir() if p.name.endswith(".txt"))
+
+
+def escape_data(text: str) -> str:
+    """Neutralise our fence tags inside data so it cannot close (or open) a fence."""
+    return _TAG_RE.sub(lambda m: "&lt;" + m.group(1) + m.group(2), text)
+
+
+def trim_text(text: str, limit: int, keep: Keep = "head", *, min_keep: int = 1) -> str:
+    """``text`` cut to about ``limit`` characters (marker included), keeping at least ``min_keep``."""
+    if len(text) <= limit:
+        return text
+    removed = len(text) - limit
+    marker = f"\n…[{removed} characters trimmed to fit the prompt budget]"
+    # the marker itself takes room; what is kept shrinks by its length, never below min_keep
+    kept = max(min_keep, limit - len(marker))
+    if kept >= len(text):
+        return text
+    marker = f"\n…[{len(text) - kept} characters trimmed to fit the prompt budget]"
+    if keep == "head":
+        return text[:kept] + marker
+    return marker.lstrip("\n") + "\n" + text[-kept:]
+
+
+@dataclass
+class Prompt:
+    """A rendered system + human pair, and what the budget did to it."""
+
+    phase: str
+    system: str
+    human: str
+    budget_chars: int
+    trimmed: dict[str, int] = field(default_factory=dict)  # section -> characters removed
+
+    @property
+    def chars(self) -> int:
+        return len(self.system) + len(self.human)
+
+    @property
+    def over_budget(self) -> bool:
+        return self.chars > self.budget_chars
+
+    def messages(self) -> list[BaseMessage]:
+        return [SystemMessage(content=self.system), HumanMessage(content=self.human)]
+
+
+def build(
+    phase: str,
+    system: str,
+    human: str,
+    fields: Mapping[str, str],
+    *,
+    trimmable: Mapping[str, Keep] | None = None,
+    budget_tokens: int,
+) -> Prompt:
+    """Fill the templates ``system`` and ``human``, trimming state sections to fit the budget.
+
+    ``fields`` are the values; the fenced ones must already be escaped (``escape_data``; the
+    renderers here do it). ``trimmable`` names the fields that may shrink and which end to keep.
+    """
+    budget = budget_tokens * CHARS_PER_TOKEN
+    sys_text = template(system).substitute()
+    tmpl = template(human)
+    values = dict(fields)
+    trimmable = dict(trimmable or {})
+    trimmed: dict[str, int] = {}
+
+    def total() -> int:
+        return len(sys_text) + len(tmpl.substitute(values))
+
+    over = total() - budget
+    while over > 0:
+        candidates = [n for n in trimmable if len(values[n]) > TRIM_FLOOR + _MARKER_ROOM]
+        if not candidates:
+            break
+        name = max(candidates, key=lambda n: len(values[n]))
+        before = len(values[name])
+        target = max(TRIM_FLOOR, before - over)
+        values[name] = trim_text(values[name], target, trimmable[name], min_keep=TRIM_FLOOR)
+        trimmed[name] = trimmed.get(name, 0) + before - len(values[name])
+        trimmable.pop(name)  # each section is cut once, to its headroom; then the next largest
+        over = total() - budget
+    return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget, trimmed=trimmed)
+
+
+# --------------------------------------------------------------------------- renderers
+
+
+def render_results(results: Sequence[StepResult], *, excerpt: int = 600, newest_first: bool = True) -> str:
+    """Step results as fenced-safe lines: ``[id] completed: output`` / ``[id] FAILED (kind): error``."""
+    if not results:
+        return "(none yet)"
+    ordered = list(reversed(results)) if newest_first else list(results)
+    lines = []
+    for r in ordered:
+        if r.success:
+            body = r.output.strip() or "(no output)"
+            head = f"[{r.step_id}] completed"
+        else:
+            body = (r.error or r.output or "no error text").strip()
+            head = f"[{r.step_id}] FAILED ({r.error_type or 'error'})"
+        if len(body) > excerpt:
+            body = body[: excerpt - 1] + "…"
+        lines.append(f"{head}: {escape_data(body)}")
+    return "\n".join(lines)
+
+
+def render_capabilities(capabilities: Sequence[Capability]) -> str:
+    if not capabilities:
+        return "(none: describe steps for the default agent, with no tools or subagents)"
+    return "\n".join(
+        f"- {c.name}, {c.kind}{' (read-only)' if c.read_only else ''}: {c.description or 'no description'}"
+        for c in capabilities
+    )
+
+
+def render_assessment(a: StatusAssessment | None) -> str:
+    if a is None:
+        return "(none)"
+    note = " [degraded: the planner could not assess]" if a.degraded else ""
+    summary = f" — {escape_data(a.summary)}" if a.summary else ""
+    return f"{a.status}, progress {a.goal_progress:.2f}, confidence {a.confidence:.2f}{summary}{note}"

@@ -1,0 +1,278 @@
+"""Which facts each phase's prompt carries, rendered from the loop's state.
+
+Phase 1 (assess) is deliberately small: the goal, the iteration, the plan in flight as ids and
+statuses only, the newest evidence and the previous assessment — enough to answer "done?" and
+nothing that would make the cheap question expensive. Phase 2 (generate) carries everything a
+planner must decide with: the plan in flight with ids, statuses and dependencies, failed steps
+with their errors, evidence, working memory, the prior conversation, the capabilities it may use
+and the step limit. State sections are trimmable under the budget; instructions are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from soothe_planner.models import (
+    AgentDecision,
+    LoopState,
+    Plan,
+    PlanContext,
+    PlannerSettings,
+    Reflection,
+    StatusAssessment,
+    StepResult,
+)
+from soothe_planner.prompts import (
+    Prompt,
+    build,
+    escape_data,
+    render_assessment,
+    render_capabilities,
+    render_results,
+    template,
+)
+
+if TYPE_CHECKING:
+    from soothe_planner.plan_manager import PlanManager
+
+__all__ = [
+    "answer_prompt",
+    "assess_prompt",
+    "continuation_prompt",
+    "generate_prompt",
+    "intake_prompt",
+    "latest_results",
+    "reflect_prompt",
+    "revise_prompt",
+]
+
+ASSESS_EVIDENCE_RESULTS = 8
+"""Phase 1 sees only the newest results: it judges the latest state, not the history."""
+ASSESS_EXCERPT = 300
+GENERATE_EXCERPT = 800
+CONVERSATION_MESSAGES = 10
+
+
+def latest_results(results: Sequence[StepResult]) -> list[StepResult]:
+    """One result per step (its latest attempt), in the order the latest attempts arrived."""
+    by_id: dict[str, StepResult] = {}
+    for r in results:
+        by_id.pop(r.step_id, None)
+        by_id[r.step_id] = r
+    return list(by_id.values())
+
+
+def _status_of(step_id: str, results: dict[str, StepResult]) -> str:
+    r = results.get(step_id)
+    if r is None:
+        return "pending"
+    if r.success:
+        return "completed"
+    return "skipped" if r.error_type == "blocked" else "failed"
+
+
+def _render_decision(decision: AgentDecision, results: dict[str, StepResult], *, compact: bool) -> str:
+    lines = []
+    for s in decision.steps:
+        status = _status_of(s.id, results)
+        if compact:
+            lines.append(f"{s.id} [{status}]")
+        else:
+            deps = f" <- {', '.join(s.depends_on)}" if s.depends_on else ""
+            lines.append(f"{s.id} [{status}] {escape_data(s.description)}{deps}")
+    return "\n".join(lines)
+
+
+def render_plan(plan: Plan, *, compact: bool = False) -> str:
+    lines = []
+    for s in plan.steps:
+        if compact:
+            lines.append(f"{s.id} [{s.status}]")
+            continue
+        deps = f" <- {', '.join(s.depends_on)}" if s.depends_on else ""
+        line = f"{s.id} [{s.status}] {escape_data(s.description)}{deps}"
+        if s.result is not None:
+            body = s.result.output if s.result.success else (s.result.error or "")
+            if body:
+                line += f" ; result: {escape_data(body[:200])}"
+        lines.append(line)
+    return "\n".join(lines) or "(no steps)"
+
+
+def _plan_text(state: LoopState, pm: PlanManager | None, *, compact: bool) -> str:
+    if pm is not None and pm.nodes:
+        if compact:
+            return "\n".join(f"{n.id} [{n.status}]" for n in pm.nodes)
+        return escape_data(pm.planning_context())
+    results = {r.step_id: r for r in latest_results(state.step_results)}
+    if state.current_decision is not None:
+        return _render_decision(state.current_decision, results, compact=compact)
+    if state.previous_plan is not None:
+        return render_plan(state.previous_plan, compact=compact)
+    return "(no plan yet)"
+
+
+def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
+    if pm is not None:
+        failed = [n.result for n in pm.nodes if n.status in ("failed", "skipped") and n.result is not None]
+        remaining = [n.id for n in pm.nodes if not n.finished]
+    else:
+        failed = [r for r in latest_results(state.step_results) if not r.success]
+        remaining = []
+    lines = []
+    for r in failed:
+        if r is None:
+            continue
+        kind = "blocked by a failed dependency" if r.error_type == "blocked" else (r.error_type or "error")
+        lines.append(f"- {r.step_id} ({kind}): {escape_data((r.error or r.output or '')[:300])}")
+    if remaining:
+        lines.append(f"Not finished yet: {', '.join(remaining)}")
+    return "\n".join(lines) or "(none)"
+
+
+def _conversation(state: LoopState | None, context: PlanContext) -> str:
+    messages = (state.recent_messages if state is not None and state.recent_messages else context.recent_messages)
+    shown = messages[-CONVERSATION_MESSAGES:]
+    return escape_data("\n".join(shown)) if shown else "(none)"
+
+
+def _working_memory(state: LoopState, context: PlanContext) -> str:
+    text = state.working_memory or context.working_memory_excerpt
+    return escape_data(text) if text else "(empty)"
+
+
+def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings: PlannerSettings) -> Prompt:
+    newest = latest_results(state.step_results)[-ASSESS_EVIDENCE_RESULTS:]
+    return build(
+        "plan-assess",
+        "assess_system",
+        "assess_human",
+        {
+            "goal": escape_data(goal),
+            "iteration": str(state.iteration + 1),
+            "max_iterations": str(state.max_iterations),
+            "previous_assessment": render_assessment(state.previous_assessment),
+            "plan": _plan_text(state, pm, compact=True),
+            "evidence": render_results(newest, excerpt=ASSESS_EXCERPT),
+        },
+        trimmable={"evidence": "head", "plan": "head"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def generate_prompt(
+    goal: str,
+    state: LoopState,
+    context: PlanContext,
+    assessment: StatusAssessment | None,
+    pm: PlanManager | None,
+    settings: PlannerSettings,
+    *,
+    max_steps: int,
+    instruction: str = "",
+) -> Prompt:
+    return build(
+        "plan-generate",
+        "generate_system",
+        "generate_human",
+        {
+            "goal": escape_data(goal),
+            "iteration": str(state.iteration + 1),
+            "max_iterations": str(state.max_iterations),
+            "assessment": render_assessment(assessment),
+            "previous_assessment": render_assessment(state.previous_assessment),
+            "plan": _plan_text(state, pm, compact=False),
+            "failed": _failed_text(state, pm),
+            "evidence": render_results(latest_results(state.step_results), excerpt=GENERATE_EXCERPT),
+            "working_memory": _working_memory(state, context),
+            "conversation": _conversation(state, context),
+            "capabilities": render_capabilities(context.available_capabilities),
+            "max_steps": str(max_steps),
+            "instruction": instruction,
+        },
+        trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def keep_without_plan_note() -> str:
+    return template("keep_without_plan").substitute()
+
+
+def revise_prompt(
+    goal: str, plan_text: str, reflection: Reflection, context: PlanContext, settings: PlannerSettings
+) -> Prompt:
+    reflection_text = reflection.assessment
+    if reflection.feedback:
+        reflection_text += "\n" + reflection.feedback
+    if reflection.blocked_steps:
+        reflection_text += "\nBlocked only by failed dependencies: " + ", ".join(reflection.blocked_steps)
+    return build(
+        "revise",
+        "generate_system",
+        "revise_human",
+        {
+            "goal": escape_data(goal),
+            "plan": plan_text,
+            "reflection": escape_data(reflection_text),
+            "capabilities": render_capabilities(context.available_capabilities),
+            "max_steps": str(settings.max_plan_steps),
+        },
+        trimmable={"plan": "head", "reflection": "head"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def reflect_prompt(goal: str, plan: Plan, results: Sequence[StepResult], settings: PlannerSettings) -> Prompt:
+    return build(
+        "reflect",
+        "reflect_system",
+        "reflect_human",
+        {
+            "goal": escape_data(goal),
+            "plan": render_plan(plan),
+            "evidence": render_results(latest_results(results), excerpt=GENERATE_EXCERPT),
+        },
+        trimmable={"plan": "head", "evidence": "head"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def continuation_prompt(goal: str, prior_goals: Sequence[str], settings: PlannerSettings) -> Prompt:
+    prior = "\n".join(f"- {g}" for g in prior_goals) or "(none)"
+    return build(
+        "continuation",
+        "continuation_system",
+        "continuation_human",
+        {"goal": escape_data(goal), "prior_goals": escape_data(prior)},
+        trimmable={"prior_goals": "tail"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def intake_prompt(goal: str, context: PlanContext, settings: PlannerSettings) -> Prompt:
+    caps = ", ".join(c.name for c in context.available_capabilities) or "(none)"
+    return build(
+        "intake",
+        "intake_system",
+        "intake_human",
+        {"goal": escape_data(goal), "conversation": _conversation(None, context), "capabilities": caps},
+        trimmable={"conversation": "tail"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
+
+
+def answer_prompt(goal: str, context: PlanContext, evidence: str, settings: PlannerSettings) -> Prompt:
+    return build(
+        "answer",
+        "answer_system",
+        "answer_human",
+        {
+            "goal": escape_data(goal),
+            "conversation": _conversation(None, context),
+            "evidence": escape_data(evidence) if evidence else "(none)",
+        },
+        trimmable={"evidence": "head", "conversation": "tail"},
+        budget_tokens=settings.prompt_budget_tokens,
+    )
