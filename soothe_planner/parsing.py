@@ -1,0 +1,555 @@
+"""Reading a plan, or a small structured answer, out of whatever a model actually wrote.
+
+This is the only lenient code in the package, because its input is a language model and not a
+caller: everywhere else a malformed value is a bug and an error. It is used when structured
+output is unavailable or failed, and on every raw reply. Weighed against it: trusting
+structured output alone (weak local models and some providers do not honour it), and a stricter
+parser plus more re-asks (each re-ask is a paid call that a small model often fails the same way).
+What decides is what is checked after the reading: ids, dependencies, cycles, the step cap and
+the capability list are enforced here whatever shape the text came in.
+
+Tolerances, every one (anything not listed is an error, ``PlanParseError``, carrying the text):
+
+Finding the JSON
+  - a JSON value anywhere in the text: inside a ```` ``` ```` or ```` ```json ```` fence, wrapped in
+    prose or HTML-ish tags (``<plan>{...}</plan>``); closed ``<think>…</think>`` blocks are removed
+    first. Several values: the one holding a plan is used; two *different* plans are an error
+    (which one did the model mean?), identical repeats are one plan.
+  - step objects with no enclosing array: one per line, or separated by commas or whitespace,
+    taken in the order they appear (models asked for an array often answer like this).
+Repairing the JSON (each repair is named once in the warnings)
+  - trailing and doubled commas; a missing comma between values; ``//`` and ``/* */`` comments;
+    ``True``/``False``/``None`` (any case of true/false/null/none); single-quoted strings and
+    typographic ``“…”`` quotes around keys or values; unquoted keys; unquoted single-word values
+    (``"plan_action": keep``); a double quote inside a string when a word follows it
+    (``"say "hi" twice"``); unknown backslash escapes kept as written.
+  - truncated output: open strings, arrays and objects are closed. Steps that were whole when the
+    text ended are kept; a cut-off last step is dropped with a warning; if no whole step remains
+    the answer is an error.
+  - not repaired: mismatched brackets, nesting deeper than 64 levels, numbers such as ``NaN``. A
+    plan read from inside a value that broke this way is refused rather than salvaged, because
+    its steps may be missing. Time is linear in practice and capped by a scan budget.
+Shapes of a plan
+  - the wire shape ``{"plan_action", "execution_mode", "next_action", "steps": [...]}``; the runtime
+    shape ``{"type": "execute_steps", "steps": [...], "execution_mode", "reasoning"}``; ``tasks`` for
+    ``steps``; a bare array of steps; one wrapper ``{"plan": ...}`` or ``{"decision": ...}`` (up to
+    three levels) whose outer keys count as plan fields.
+  - ``plan_action`` missing: ``new`` when there are steps. ``keep`` with no steps: keep (no
+    decision). ``keep`` with steps: keep, the steps ignored with a warning. ``plan_action`` and
+    ``execution_mode`` are read case-insensitively; an unknown ``execution_mode`` becomes
+    ``dependency`` (the mode that honours dependencies) with a warning. ``type: final`` is an
+    error: this parser reads plans.
+Fields of a step (the canonical name wins; an alias next to it is ignored with a warning)
+  - id: ``id``, ``step_id``, ``stepId``; a number under ``step`` when no id is given. Ids and
+    dependencies are normalised by ``str()`` and ``strip()`` only (``1`` becomes ``"1"``), never
+    renamed. ``name`` is not read: it is as often a tool or a title as an id.
+  - description: ``description``, ``desc``, ``task``, ``action``, ``instruction``, ``step`` (a string).
+  - depends_on: ``depends_on``, ``dependencies``, ``deps``, ``depends``, ``dependsOn``; a string
+    (``"s1"`` or ``"s1, s2"``), a number, or null are accepted; repeats are removed.
+  - tools: ``tools`` or ``tool``, a list or a comma-separated string. subagent: ``subagent``,
+    ``agent``, ``sub_agent``. expected_output: ``expected_output``, ``expected``, ``expectedOutput``,
+    ``expected_result``. ``execution_hint`` is read when valid, otherwise derived as in ``wire.py``.
+  - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
+    number ``k`` in a dependency means the k-th step (the only reading there is).
+  - any other key of a step or of the plan is dropped with a warning.
+Rules that are never guessed away
+  - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
+    never remapped to a similar name. A dependency on a dropped or nonexistent step, or on the
+    step itself, is removed with a warning.
+  - errors: duplicate ids (dependents would be ambiguous), a cycle (named: ``cycle: s1 -> s2 ->
+    s1``), more whole steps than ``max_steps`` (a cap fails the plan, it never truncates it), a
+    plan whose every step was dropped, a step with no description, a step that is not an object,
+    pure prose or a markdown list (no ids, dependencies or tools to read: inventing them would be
+    inventing a plan), and anything ``AgentDecision`` rejects.
+
+``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
+``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
+string (``"0.5"``), enum values in any case (``"Done"``), booleans written as ``"true"``/``"false"``,
+field names in any case, a single wrapper named after the schema, and unknown keys dropped with
+a warning. A value that still fails validation is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+
+from soothe_planner._json_repair import Arr, Found, Obj, Scan, scan_values, strip_think
+from soothe_planner.errors import PlanParseError
+from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
+
+__all__ = ["ParsedDecision", "parse_decision", "parse_object"]
+
+M = TypeVar("M", bound=BaseModel)
+
+_ID_KEYS = ("id", "step_id", "stepId")
+_DESC_KEYS = ("description", "desc", "task", "action", "instruction", "step")
+_DEP_KEYS = ("depends_on", "dependencies", "deps", "depends", "dependsOn")
+_TOOL_KEYS = ("tools", "tool")
+_SUB_KEYS = ("subagent", "agent", "sub_agent")
+_EXP_KEYS = ("expected_output", "expected", "expectedOutput", "expected_result")
+_STEP_KEYS = frozenset(
+    (*_ID_KEYS, *_DESC_KEYS, *_DEP_KEYS, *_TOOL_KEYS, *_SUB_KEYS, *_EXP_KEYS, "execution_hint")
+)
+_STEP_MARKERS = frozenset((*_ID_KEYS, *_DESC_KEYS, *_DEP_KEYS, *_TOOL_KEYS, *_SUB_KEYS))
+_LIST_KEYS = ("steps", "tasks")
+_WRAPPERS = ("plan", "decision")
+_PLAN_FIELDS = ("plan_action", "execution_mode", "next_action", "type", "reasoning")
+_MODES: tuple[ExecutionMode, ...] = ("parallel", "sequential", "dependency")
+_HINTS = ("tool", "subagent", "remote", "auto")
+
+
+@dataclass
+class ParsedDecision:
+    """What a model's plan text said, after the tolerances and rules in this module's docstring."""
+
+    plan_action: Literal["new", "keep"]
+    decision: AgentDecision | None
+    warnings: list[str] = field(default_factory=list)
+    execution_mode: ExecutionMode = "dependency"
+    next_action: str = ""
+
+
+# --------------------------------------------------------------------------- finding
+
+
+def _scan(text: str) -> Scan:
+    return scan_values(strip_think(text))
+
+
+def _repair_warning(found: list[Found]) -> list[str]:
+    repairs = sorted({r for f in found for r in f.repairs} - {"cut off"})
+    return [f"repaired JSON: {', '.join(repairs)}"] if repairs else []
+
+
+def _is_step(v: Any) -> bool:
+    return isinstance(v, dict) and any(k in v for k in _STEP_MARKERS) and not _is_container(v)
+
+
+def _is_container(v: Any) -> bool:
+    if not isinstance(v, dict):
+        return False
+    if any(k in v for k in _LIST_KEYS):
+        return True
+    return any(isinstance(v.get(k), dict | list) for k in _WRAPPERS)
+
+
+def _is_header(v: Any) -> bool:
+    return isinstance(v, dict) and not _is_container(v) and not _is_step(v) and "plan_action" in v
+
+
+def _is_step_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and any(_is_step(x) for x in v)
+
+
+def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str) -> None:
+    """Refuse values that sit inside a bracket that failed to parse: steps may be missing."""
+    # Both lists are in text order; sweep them together, keeping the furthest failure so far.
+    furthest, b = -1, 0
+    reason = ""
+    for f in chosen:
+        while b < len(scan.broken) and scan.broken[b].start < f.start:
+            if scan.broken[b].pos > furthest:
+                furthest, reason = scan.broken[b].pos, scan.broken[b].reason
+            b += 1
+        if furthest > f.start:
+            raise PlanParseError(
+                f"the JSON around the plan is malformed at offset {furthest} ({reason}); "
+                "a plan read from inside it may be missing steps",
+                text,
+            )
+
+
+def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
+    """The plan-level fields, the raw step list (None when no steps were written), warnings."""
+    scan = _scan(text)
+    warnings = _repair_warning(scan.found)
+    if any(f.value.cut for f in scan.found):
+        warnings.append("the answer was cut off; closed the open JSON")
+    plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
+    headers = [f for f in scan.found if _is_header(f.value)]
+    if len({repr(f.value) for f in plans}) > 1:
+        raise PlanParseError(
+            f"found {len(plans)} different plans in the answer; write exactly one plan", text
+        )
+    if plans:
+        chosen = plans[-1]
+        _check_not_inside_broken(scan, [chosen], text)
+        head: dict[str, Any] = {}
+        if isinstance(chosen.value, list) and len(headers) == 1:
+            head = dict(headers[0].value)
+        return _unwrap(chosen.value, head, warnings, text)
+    bare = [f for f in scan.found if _is_step(f.value)]
+    if bare:
+        _check_not_inside_broken(scan, bare, text)
+        head = dict(headers[0].value) if len(headers) == 1 else {}
+        steps: list[Any] = Arr(f.value for f in bare)
+        return head, steps, warnings
+    if len(headers) == 1:
+        return dict(headers[0].value), None, warnings
+    if scan.exhausted:
+        raise PlanParseError(
+            "no plan found before the scan budget ran out (the text is mostly not JSON)", text
+        )
+    if scan.broken and not scan.found:
+        worst = max(scan.broken, key=lambda x: x.pos - x.start)
+        raise PlanParseError(f"no readable JSON plan: malformed at offset {worst.pos} ({worst.reason})", text)
+    cut = " (the answer was cut off)" if any(f.value.cut for f in scan.found) else ""
+    raise PlanParseError(
+        f"no JSON plan found{cut} (expected an object with 'steps', an array of steps, or step objects)", text
+    )
+
+
+def _unwrap(
+    value: Any, head: dict[str, Any], warnings: list[str], text: str
+) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
+    for _ in range(4):
+        if isinstance(value, list):
+            return head, value, warnings
+        key = next((k for k in _LIST_KEYS if k in value), None)
+        if key is not None:
+            steps = value[key]
+            head.update({k: v for k, v in value.items() if k != key})
+            if steps is None:
+                return head, None, warnings
+            if not isinstance(steps, list):
+                raise PlanParseError(
+                    f"'{key}' must be a list of step objects, got {type(steps).__name__}", text
+                )
+            return head, steps, warnings
+        wrapper = next(k for k in _WRAPPERS if isinstance(value.get(k), dict | list))
+        head.update({k: v for k, v in value.items() if k != wrapper})
+        value = value[wrapper]
+    raise PlanParseError("the plan is wrapped more than three levels deep", text)
+
+
+# --------------------------------------------------------------------------- plan fields
+
+
+def _plan_fields(
+    head: dict[str, Any], has_steps: bool, warnings: list[str], text: str
+) -> tuple[str, ExecutionMode, str, str]:
+    for k in head:
+        if k not in _PLAN_FIELDS:
+            warnings.append(f"ignored unknown plan field {k!r}")
+    kind = head.get("type")
+    if kind is not None:
+        kind = str(kind).strip().lower()
+        if kind == "final":
+            raise PlanParseError("a 'final' decision holds no steps to run; answer with a plan", text)
+        if kind != "execute_steps":
+            raise PlanParseError(f"decision type {head['type']!r} is not 'execute_steps'", text)
+    raw_action = head.get("plan_action")
+    if raw_action is None:
+        if not has_steps:
+            raise PlanParseError("the answer holds neither steps nor a plan_action", text)
+        action = "new"
+    else:
+        action = str(raw_action).strip().lower()
+        if action not in ("new", "keep"):
+            raise PlanParseError(f"plan_action {raw_action!r} is not 'new' or 'keep'", text)
+    mode: ExecutionMode = "dependency"
+    raw_mode = head.get("execution_mode")
+    if raw_mode is not None:
+        m = str(raw_mode).strip().lower()
+        if m in _MODES:
+            mode = m
+        else:
+            warnings.append(
+                f"execution_mode {raw_mode!r} is not one of {', '.join(_MODES)}; using 'dependency'"
+            )
+    next_action = head.get("next_action")
+    reasoning = head.get("reasoning")
+    return (
+        action,
+        mode,
+        "" if next_action is None else str(next_action),
+        "" if reasoning is None else str(reasoning),
+    )
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def _pick(step: dict[str, Any], keys: tuple[str, ...], sid: str, warnings: list[str]) -> Any:
+    present = [k for k in keys if k in step]
+    for k in present[1:]:
+        warnings.append(f"step {sid}: ignored {k!r} (already have {present[0]!r})")
+    return step[present[0]] if present else None
+
+
+def _norm_id(value: Any) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str | int | float):
+        s = str(value).strip()
+        return s or None
+    return None
+
+
+def _split(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p for p in (x.strip() for x in value.split(",")) if p]
+    if isinstance(value, list):
+        return value
+    return [value]
+
+
+def _read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[str, Any]:
+    label = f"#{position}"
+    if not isinstance(raw, dict):
+        raise PlanParseError(
+            f"step {label} is a {type(raw).__name__}, not an object with a description", text
+        )
+    step = dict(raw)
+    if "step" in step and not isinstance(step["step"], str):
+        # {"step": 1, "action": "..."}: the number is the step's id, not its description.
+        number = step.pop("step")
+        if not any(k in step for k in _ID_KEYS):
+            step["id"] = number
+    sid = _norm_id(_pick(step, _ID_KEYS, label, warnings))
+    label = repr(sid) if sid else label
+    description = _pick(step, _DESC_KEYS, label, warnings)
+    if description is None or (isinstance(description, str) and not description.strip()):
+        raise PlanParseError(f"step {label} has no description (looked for {', '.join(_DESC_KEYS)})", text)
+    deps: list[str] = []
+    for d in _split(_pick(step, _DEP_KEYS, label, warnings)):
+        nd = _norm_id(d)
+        if nd is None:
+            raise PlanParseError(f"step {label} has a dependency {d!r} that is not a step id", text)
+        if nd in deps:
+            warnings.append(f"step {label}: repeated dependency {nd!r} removed")
+        else:
+            deps.append(nd)
+    tools = [str(t).strip() for t in _split(_pick(step, _TOOL_KEYS, label, warnings))]
+    subagent = _pick(step, _SUB_KEYS, label, warnings)
+    expected = _pick(step, _EXP_KEYS, label, warnings)
+    hint = step.get("execution_hint")
+    for k in step:
+        if k not in _STEP_KEYS:
+            warnings.append(f"step {label}: ignored unknown field {k!r}")
+    subagent = str(subagent).strip() if subagent not in (None, "") else None
+    if hint not in _HINTS:
+        if hint is not None:
+            warnings.append(
+                f"step {label}: execution_hint {hint!r} is not one of {', '.join(_HINTS)}; derived it"
+            )
+        hint = "subagent" if subagent else "tool" if tools else "auto"
+    return {
+        "id": sid,
+        "description": description,
+        "tools": [t for t in tools if t],
+        "subagent": subagent or None,
+        "expected_output": "" if expected is None else expected,
+        "depends_on": deps,
+        "execution_hint": hint,
+    }
+
+
+def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> None:
+    missing = [i for i, s in enumerate(steps) if s["id"] is None]
+    if not missing:
+        return
+    none_given = len(missing) == len(steps)
+    for i in missing:
+        steps[i]["id"] = f"s{i + 1}"
+    warnings.append(
+        f"assigned ids to {len(missing)} step(s) without one: " + ", ".join(f"s{i + 1}" for i in missing)
+    )
+    if none_given:
+        # With no ids at all, "depends on 2" can only mean the second step.
+        count = len(steps)
+        for s in steps:
+            renamed = [f"s{d}" if d.isdigit() and 1 <= int(d) <= count else d for d in s["depends_on"]]
+            if renamed != s["depends_on"]:
+                warnings.append(
+                    f"step {s['id']!r}: read numbered dependencies {s['depends_on']} as {renamed}"
+                )
+                s["depends_on"] = list(dict.fromkeys(renamed))
+
+
+def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
+    """The first cycle met by a depth-first walk in plan order (iterative: plans come from models)."""
+    deps = {s["id"]: s["depends_on"] for s in steps}
+    state: dict[str, int] = {}  # 1 = on the walk's path, 2 = finished
+    for root in deps:
+        if root in state:
+            continue
+        path: list[str] = [root]
+        iters = [iter(deps[root])]
+        state[root] = 1
+        while path:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+            elif state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(deps[nxt]))
+    return None
+
+
+def _apply_rules(
+    steps: list[dict[str, Any]], known: Collection[str] | None, warnings: list[str], text: str
+) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    for s in steps:
+        if s["id"] in seen:
+            raise PlanParseError(
+                f"duplicate step id {s['id']!r}: dependents would be ambiguous; give every step its own id",
+                text,
+            )
+        seen.add(s["id"])
+    dropped: set[str] = set()
+    if known is not None:
+        known_set = set(known)
+        shown = ", ".join(sorted(known_set)[:12]) or "none"
+        for s in steps:
+            names = [("tool", t) for t in s["tools"]] + (
+                [("subagent", s["subagent"])] if s["subagent"] else []
+            )
+            bad = [f"{kind} {name!r}" for kind, name in names if name not in known_set]
+            if bad:
+                dropped.add(s["id"])
+                warnings.append(
+                    f"dropped step {s['id']!r}: {', '.join(bad)} not a known capability (known: {shown})"
+                )
+    kept = [s for s in steps if s["id"] not in dropped]
+    if not kept:
+        raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents)", text)
+    ids = {s["id"] for s in kept}
+    for s in kept:
+        clean = []
+        for d in s["depends_on"]:
+            if d == s["id"]:
+                warnings.append(f"step {d!r} depended on itself; dependency removed")
+            elif d in dropped:
+                warnings.append(f"step {s['id']!r} depended on dropped step {d!r}; dependency removed")
+            elif d not in ids:
+                warnings.append(f"step {s['id']!r} depended on unknown step {d!r}; dependency removed")
+            else:
+                clean.append(d)
+        s["depends_on"] = clean
+    cycle = _find_cycle(kept)
+    if cycle:
+        raise PlanParseError("cycle: " + " -> ".join(cycle) + " (a step cannot wait for itself)", text)
+    return kept
+
+
+# --------------------------------------------------------------------------- public
+
+
+def parse_decision(
+    text: str, *, known_capabilities: Collection[str] | None = None, max_steps: int | None = None
+) -> ParsedDecision:
+    """Read a plan (``new`` with steps, or ``keep``) from a model's text; see the module docstring."""
+    head, raw_steps, warnings = _locate_plan(text)
+    has_steps = bool(raw_steps)
+    action, mode, next_action, reasoning = _plan_fields(head, raw_steps is not None, warnings, text)
+    if action == "keep":
+        if has_steps:
+            warnings.append(f"plan_action 'keep' came with {len(raw_steps or [])} step(s); they were ignored")
+        return ParsedDecision("keep", None, warnings, mode, next_action)
+    if not raw_steps:
+        cut = any("cut off" in w for w in warnings)
+        raise PlanParseError(
+            "plan_action 'new' but no steps were written" + (" (the answer was cut off)" if cut else ""), text
+        )
+    whole = list(raw_steps)
+    if isinstance(whole[-1], Obj) and whole[-1].cut:
+        whole.pop()
+        warnings.append(f"dropped the last step: it was cut off mid-step ({len(whole)} whole step(s) kept)")
+    if not whole:
+        raise PlanParseError("the answer was cut off before any step was whole", text)
+    if max_steps is not None and len(whole) > max_steps:
+        raise PlanParseError(
+            f"plan has {len(whole)} steps, over max_steps={max_steps}; plans over the cap fail rather than being cut",
+            text,
+        )
+    steps = [_read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
+    _assign_ids(steps, warnings)
+    kept = _apply_rules(steps, known_capabilities, warnings, text)
+    try:
+        decision = AgentDecision(
+            type="execute_steps",
+            steps=[StepAction(**s) for s in kept],
+            execution_mode=mode,
+            reasoning=reasoning or next_action,
+        )
+    except ValidationError as e:
+        raise PlanParseError(f"the plan does not validate: {_errors(e)}", text) from e
+    return ParsedDecision("new", decision, warnings, mode, next_action)
+
+
+def _errors(e: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()[:5]
+    )
+
+
+def _coerce(value: Any, annotation: Any) -> Any:
+    """Undo the harmless ways a model writes a value: "0.5" for 0.5, "Done" for "done"."""
+    options = get_args(annotation)
+    if get_origin(annotation) is Literal and isinstance(value, str):
+        for opt in options:
+            if isinstance(opt, str) and opt.lower() == value.strip().lower():
+                return opt
+        return value
+    wants = set(options) if options else {annotation}
+    if isinstance(value, str):
+        v = value.strip()
+        if bool in wants and v.lower() in ("true", "false"):
+            return v.lower() == "true"
+        if float in wants or int in wants:
+            try:
+                return float(v) if float in wants else int(v)
+            except ValueError:
+                return value
+    return value
+
+
+def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
+    """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
+    scan = _scan(text)
+    fields = schema.model_fields
+    lower = {name.lower(): name for name in fields}
+    candidates: list[tuple[int, Found, dict[str, Any]]] = []
+    for f in scan.found:
+        value: Any = f.value
+        if isinstance(value, dict) and len(value) == 1:
+            ((key, inner),) = value.items()
+            if key.lower() == schema.__name__.lower() and isinstance(inner, dict):
+                value = inner
+        if isinstance(value, dict):
+            score = sum(1 for k in value if str(k).lower() in lower)
+            if score:
+                candidates.append((score, f, value))
+    if not candidates:
+        raise PlanParseError(
+            f"no JSON object with the fields of {schema.__name__} ({', '.join(fields)})", text
+        )
+    best = max(c[0] for c in candidates)
+    _, found, obj = next(c for c in candidates if c[0] == best)
+    _check_not_inside_broken(scan, [found], text)
+    warnings = _repair_warning([found])
+    if found.value.cut:
+        warnings.append("the answer was cut off; closed the open JSON")
+    data: dict[str, Any] = {}
+    for k, v in obj.items():
+        name = k if k in fields else lower.get(str(k).lower())
+        if name is None:
+            warnings.append(f"ignored unknown field {k!r}")
+            continue
+        data[name] = _coerce(v, fields[name].annotation)
+    try:
+        return schema.model_validate(data), warnings
+    except ValidationError as e:
+        raise PlanParseError(f"{schema.__name__} does not validate: {_errors(e)}", text) from e
