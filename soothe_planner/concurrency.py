@@ -8,17 +8,51 @@ some placements, so the limits are enforced here.
 
 The LLM-call limiter is usable from async code and from plain threads (a sync ``invoke`` on a
 model), because LangChain runs sync model calls in worker threads; one limiter serves both.
+
+What was weighed:
+
+- ``asyncio.Semaphore`` cannot be shared with threads and ``threading.Semaphore`` would block the
+  event loop, so ``_Slots`` is a lock-protected counter with one FIFO of waiters of both kinds
+  (futures woken with ``call_soon_threadsafe``, ``threading.Event`` for threads). A freed slot is
+  handed straight to the oldest waiter, so the limit is fully used and nobody starves.
+- A waiter cancelled after it was handed a slot gives the slot back; otherwise one cancelled task
+  would shrink the limit for the rest of the run.
+- The total-calls budget is checked and reserved *before* waiting for a slot, so the call that
+  would exceed it never reaches the model. A reservation whose wait is cancelled is refunded: no
+  call was made.
+- LLM slots are re-entrant per controller within one context (a ``ContextVar``): a wrapped model
+  called inside ``llm_call()``, a model wrapped twice, or an async call falling back to the sync
+  one in a worker thread (LangChain copies the context there) all count once. The price: a task
+  spawned *inside* an ``llm_call()`` block shares the caller's slot, so keep those blocks around
+  one model call.
+- A sync ``llm_call_sync()`` made on a thread that runs an event loop blocks that loop while it
+  waits; if the slots are held by tasks of the same loop it waits forever. Sync model calls
+  belong in worker threads (LangChain's ``ainvoke`` already puts them there).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import asyncio
+import itertools
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ConcurrencyPolicy", "StepParallelism"]
+from soothe_planner.errors import LLMBudgetExceeded
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+__all__ = ["ConcurrencyController", "ConcurrencyPolicy", "StepParallelism", "limit_model"]
 
 StepParallelism = Literal["sequential", "dependency", "max"]
+
+UNKNOWN_PHASE = "unknown"
 
 
 class ConcurrencyPolicy(BaseModel):
@@ -27,7 +61,9 @@ class ConcurrencyPolicy(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_parallel_goals: int = Field(default=1, ge=0, description="Goals worked on at once (0 = unlimited).")
-    max_parallel_steps: int = Field(default=3, ge=0, description="Plan steps running at once (0 = unlimited).")
+    max_parallel_steps: int = Field(
+        default=3, ge=0, description="Plan steps running at once (0 = unlimited)."
+    )
     max_parallel_subagents: int = Field(
         default=2, ge=0, description="Subagent steps running at once (0 = unlimited)."
     )
@@ -42,3 +78,348 @@ class ConcurrencyPolicy(BaseModel):
         description="sequential: one step at a time; dependency: as the DAG allows; max: as the DAG allows, "
         "ignoring max_parallel_steps.",
     )
+
+
+class _Waiter:
+    """One caller queued for a slot: an asyncio future or a thread's event."""
+
+    __slots__ = ("event", "future", "granted", "loop")
+
+    def __init__(
+        self,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+        future: asyncio.Future[None] | None = None,
+        event: threading.Event | None = None,
+    ) -> None:
+        self.loop = loop
+        self.future = future
+        self.event = event
+        # Set under the lock at hand-over time: the source of truth for "this waiter owns a slot",
+        # whether or not its future has been resolved yet.
+        self.granted = False
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class _Slots:
+    """A counting limit shared by coroutines and threads (0 = unlimited), FIFO and hand-over."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._peak = 0
+        self._waiters: deque[_Waiter] = deque()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    @property
+    def peak(self) -> int:
+        return self._peak
+
+    def reset_peak(self) -> None:
+        with self._lock:
+            self._peak = self._in_flight
+
+    def _take_locked(self) -> bool:
+        # Newcomers queue behind existing waiters, so a freed slot cannot be stolen from them.
+        if self._waiters or (self.limit and self._in_flight >= self.limit):
+            return False
+        self._in_flight += 1
+        self._peak = max(self._peak, self._in_flight)
+        return True
+
+    async def acquire(self) -> None:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._take_locked():
+                return
+            waiter = _Waiter(loop=loop, future=loop.create_future())
+            self._waiters.append(waiter)
+        assert waiter.future is not None
+        try:
+            await waiter.future
+        except BaseException:
+            self._abandon(waiter)
+            raise
+
+    def acquire_sync(self) -> None:
+        with self._lock:
+            if self._take_locked():
+                return
+            waiter = _Waiter(event=threading.Event())
+            self._waiters.append(waiter)
+        assert waiter.event is not None
+        try:
+            waiter.event.wait()
+        except BaseException:
+            self._abandon(waiter)
+            raise
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        """A waiter gave up (cancelled, interrupted): return its slot if it had been handed one."""
+        with self._lock:
+            granted = waiter.granted
+            if not granted:
+                self._waiters.remove(waiter)
+        if granted:
+            self.release()
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._waiters:
+                self._in_flight -= 1
+                return
+            # Hand the slot over: in_flight stays the same, the next waiter now owns it.
+            waiter = self._waiters.popleft()
+            waiter.granted = True
+        if waiter.event is not None:
+            waiter.event.set()
+            return
+        assert waiter.loop is not None and waiter.future is not None
+        try:
+            waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
+        except RuntimeError:
+            # Its event loop is closed: nobody will ever use this slot, pass it on.
+            self.release()
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        await self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+
+# The controllers (by serial number) whose LLM slot the current context already holds.
+_HELD_LLM_SLOTS: ContextVar[frozenset[int]] = ContextVar("soothe_held_llm_slots", default=frozenset())
+_serials = itertools.count(1)
+
+
+class ConcurrencyController:
+    """The slots of one run: goals, steps, subagents, and the LLM calls that all of them share.
+
+    Create one per run and hand the same instance to the planner and the executor; wrap every model
+    of the run with :meth:`wrap_model` (or enter :meth:`llm_call` around a call) so each call takes
+    a slot of the one shared limiter.
+    """
+
+    def __init__(self, policy: ConcurrencyPolicy | None = None) -> None:
+        self.policy = policy if policy is not None else ConcurrencyPolicy()
+        self.serial = next(_serials)
+        step_limit = {
+            "sequential": 1,
+            "dependency": self.policy.max_parallel_steps,
+            "max": 0,
+        }[self.policy.step_parallelism]
+        self._goals = _Slots(self.policy.max_parallel_goals)
+        self._steps = _Slots(step_limit)
+        self._subagents = _Slots(self.policy.max_parallel_subagents)
+        self._llm = _Slots(self.policy.global_max_llm_calls)
+        self._budget_lock = threading.Lock()
+        self._total_llm_calls = 0
+        self._calls_by_phase: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"ConcurrencyController(llm {self.in_flight_llm_calls}/{self._llm.limit or '∞'} in flight, "
+            f"{self.total_llm_calls} calls, steps {self.in_flight_steps}/{self._steps.limit or '∞'})"
+        )
+
+    # -- the tree of slots ---------------------------------------------------------------------
+
+    def goal(self) -> AbstractAsyncContextManager[None]:
+        """Hold a goal slot (``max_parallel_goals``; 0 = unlimited)."""
+        return self._goals.hold()
+
+    def step(self) -> AbstractAsyncContextManager[None]:
+        """Hold a step slot: sequential → 1, dependency → ``max_parallel_steps``, max → unlimited."""
+        return self._steps.hold()
+
+    def subagent(self) -> AbstractAsyncContextManager[None]:
+        """Hold a subagent slot (``max_parallel_subagents``; 0 = unlimited)."""
+        return self._subagents.hold()
+
+    @property
+    def step_limit(self) -> int:
+        """The step slots this policy allows at once (0 = unlimited)."""
+        return self._steps.limit
+
+    # -- the LLM-call limiter -------------------------------------------------------------------
+
+    def holds_llm_slot(self) -> bool:
+        """Whether the current context already holds one of this controller's LLM slots."""
+        return self.serial in _HELD_LLM_SLOTS.get()
+
+    def _reserve(self, phase: str | None) -> None:
+        """Count the call against the budget before it is made; raise if the budget is spent."""
+        limit = self.policy.max_total_llm_calls
+        name = phase or UNKNOWN_PHASE
+        with self._budget_lock:
+            if limit and self._total_llm_calls >= limit:
+                raise LLMBudgetExceeded(limit, self._total_llm_calls)
+            self._total_llm_calls += 1
+            self._calls_by_phase[name] = self._calls_by_phase.get(name, 0) + 1
+
+    def _refund(self, phase: str | None) -> None:
+        name = phase or UNKNOWN_PHASE
+        with self._budget_lock:
+            self._total_llm_calls -= 1
+            self._calls_by_phase[name] -= 1
+            if not self._calls_by_phase[name]:
+                del self._calls_by_phase[name]
+
+    async def acquire_llm_slot(self, phase: str | None = None) -> bool:
+        """Take an LLM slot unless this context already holds one; ``True`` if one was taken.
+
+        The low-level half of :meth:`llm_call` for code that must hold a slot across yields (a
+        streaming wrapper): it does not mark the context, and the caller must
+        :meth:`release_llm_slot` exactly once when it returns ``True``.
+        """
+        if self.holds_llm_slot():
+            return False
+        self._reserve(phase)
+        try:
+            await self._llm.acquire()
+        except BaseException:
+            self._refund(phase)
+            raise
+        return True
+
+    def acquire_llm_slot_sync(self, phase: str | None = None) -> bool:
+        """The thread form of :meth:`acquire_llm_slot`."""
+        if self.holds_llm_slot():
+            return False
+        self._reserve(phase)
+        try:
+            self._llm.acquire_sync()
+        except BaseException:
+            self._refund(phase)
+            raise
+        return True
+
+    def release_llm_slot(self) -> None:
+        """Give back a slot taken by :meth:`acquire_llm_slot` or :meth:`acquire_llm_slot_sync`."""
+        self._llm.release()
+
+    @asynccontextmanager
+    async def llm_call(self, phase: str | None = None) -> AsyncIterator[None]:
+        """Hold one LLM slot for the duration of a call; re-entrant within one context.
+
+        Raises ``LLMBudgetExceeded`` before waiting (so before the call) when the run's budget is
+        spent.
+        """
+        if not await self.acquire_llm_slot(phase):
+            yield
+            return
+        token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {self.serial})
+        try:
+            yield
+        finally:
+            _reset_held(token)
+            self._llm.release()
+
+    @contextmanager
+    def llm_call_sync(self, phase: str | None = None) -> Iterator[None]:
+        """The same limiter as :meth:`llm_call`, for code running in a thread."""
+        if not self.acquire_llm_slot_sync(phase):
+            yield
+            return
+        token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {self.serial})
+        try:
+            yield
+        finally:
+            _reset_held(token)
+            self._llm.release()
+
+    def wrap_model(self, model: BaseChatModel) -> BaseChatModel:
+        """Return a copy of ``model`` whose every call takes one of this controller's LLM slots.
+
+        See ``soothe_planner.limited_model`` for how, and why a subclass rather than a proxy.
+        """
+        from soothe_planner.limited_model import limit_model as _limit_model
+
+        return _limit_model(model, self)
+
+    # -- counters ------------------------------------------------------------------------------
+
+    @property
+    def in_flight_llm_calls(self) -> int:
+        return self._llm.in_flight
+
+    @property
+    def peak_llm_calls(self) -> int:
+        return self._llm.peak
+
+    @property
+    def total_llm_calls(self) -> int:
+        """Calls admitted so far (the budget counts these; a call that failed still counts)."""
+        return self._total_llm_calls
+
+    @property
+    def calls_by_phase(self) -> dict[str, int]:
+        with self._budget_lock:
+            return dict(self._calls_by_phase)
+
+    @property
+    def in_flight_steps(self) -> int:
+        return self._steps.in_flight
+
+    @property
+    def peak_steps(self) -> int:
+        return self._steps.peak
+
+    @property
+    def in_flight_subagents(self) -> int:
+        return self._subagents.in_flight
+
+    @property
+    def peak_subagents(self) -> int:
+        return self._subagents.peak
+
+    @property
+    def in_flight_goals(self) -> int:
+        return self._goals.in_flight
+
+    @property
+    def peak_goals(self) -> int:
+        return self._goals.peak
+
+    def reset_peaks(self) -> None:
+        """Start peak measurements afresh (each peak becomes what is in flight now)."""
+        for slots in (self._goals, self._steps, self._subagents, self._llm):
+            slots.reset_peak()
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of every counter, for reports and benchmarks."""
+        return {
+            "llm_in_flight": self.in_flight_llm_calls,
+            "llm_peak": self.peak_llm_calls,
+            "llm_limit": self._llm.limit,
+            "llm_total": self.total_llm_calls,
+            "llm_budget": self.policy.max_total_llm_calls,
+            "calls_by_phase": self.calls_by_phase,
+            "steps_peak": self.peak_steps,
+            "steps_limit": self._steps.limit,
+            "subagents_peak": self.peak_subagents,
+            "goals_peak": self.peak_goals,
+        }
+
+
+def _reset_held(token: Any) -> None:
+    # Exited in another context than it was entered in (an async generator finalised by the
+    # event loop): that context dies with it, nothing to restore.
+    with suppress(ValueError):
+        _HELD_LLM_SLOTS.reset(token)
+
+
+def limit_model(model: BaseChatModel, controller: ConcurrencyController) -> BaseChatModel:
+    """Function form of :meth:`ConcurrencyController.wrap_model`."""
+    return controller.wrap_model(model)
