@@ -1,0 +1,280 @@
+"""What does the framework itself cost, per loop iteration and per plan step, as plans grow?
+
+Two measurements:
+
+1. **Overhead per iteration**: one loop iteration for a 20-step plan — ``planner.plan()`` (assess +
+   generate, two model calls) + ``PlanManager.ingest`` + ``StepExecutor.run`` with instant fake
+   tools — against a model that answers at once (a ``FunctionChatModel`` returning the scripted
+   answer). The time spent inside the model's own function is measured and subtracted, so what is
+   left is the package plus LangChain's structured-output machinery. Target: ≤ 5 ms.
+2. **PlanManager at scale**: ingest one decision of N steps (a random layered DAG, ≤ 3
+   dependencies a step) and walk it to the end — ``ready_steps()``, ``mark_started``,
+   ``record_step_outcomes`` — at N = 1k, 10k, 100k. Target: 10k < 100 ms; growth close to
+   linear, shown as the time per step at each size relative to 1k. Baseline, in the same run: the
+   same walk as a bare Kahn topological sort over plain dicts (the least any pure-Python ready walk
+   can cost), so the ratio is the price of validation, statuses, results and history. Peak memory
+   of the 100k manager is taken with ``tracemalloc`` in a separate pass (tracing slows the timed
+   pass down, so the two are never mixed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import time
+import tracemalloc
+from collections import deque
+from typing import Any
+
+from bench._common import table, write_results
+from bench._dags import RandomDag, random_dag
+from soothe_planner.models import StepResult
+
+SIZES = (1_000, 10_000, 100_000)
+
+
+def _manager_walk(dag: RandomDag) -> tuple[float, float, Any]:
+    from soothe_planner.plan_manager import PlanManager
+
+    decision = dag.decision()
+    gc.collect()
+    t0 = time.perf_counter()
+    pm = PlanManager("scale benchmark", max_plan_steps=dag.n)
+    pm.ingest(decision, 0)
+    t1 = time.perf_counter()
+    done = 0
+    while True:
+        ready = pm.ready_steps()
+        if not ready:
+            break
+        for step in ready:
+            pm.mark_started(step.id)
+        pm.record_step_outcomes(
+            [StepResult(step_id=s.id, success=True, output="ok", duration_ms=0) for s in ready]
+        )
+        done += len(ready)
+    t2 = time.perf_counter()
+    if done != dag.n or pm.has_unfinished():
+        raise RuntimeError(f"walk finished {done} of {dag.n} steps")
+    return t1 - t0, t2 - t1, pm
+
+
+def _kahn_walk(dag: RandomDag) -> float:
+    t0 = time.perf_counter()
+    ids = [f"s{i}" for i in range(dag.n)]
+    deps = {ids[i]: [ids[d] for d in dag.deps[i]] for i in range(dag.n)}
+    children: dict[str, list[str]] = {k: [] for k in deps}
+    waiting = {k: len(v) for k, v in deps.items()}
+    for k, v in deps.items():
+        for d in v:
+            children[d].append(k)
+    status = dict.fromkeys(deps, "pending")
+    ready = deque(k for k, w in waiting.items() if w == 0)
+    done = 0
+    while ready:
+        k = ready.popleft()
+        status[k] = "completed"
+        done += 1
+        for c in children[k]:
+            waiting[c] -= 1
+            if waiting[c] == 0:
+                ready.append(c)
+    assert done == dag.n
+    return time.perf_counter() - t0
+
+
+def _peak_memory(dag: RandomDag) -> int:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        _, _, pm = _manager_walk(dag)
+        _, peak = tracemalloc.get_traced_memory()
+        del pm
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def run_scale(sizes: tuple[int, ...], repeats: int) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        dag = random_dag(n, layers=max(10, n // 50), seed=n, max_deps=3)
+        reps = repeats if n < 100_000 else 1
+        ingest, walk, base = [], [], []
+        for _ in range(reps):
+            i, w, pm = _manager_walk(dag)
+            del pm
+            ingest.append(i)
+            walk.append(w)
+            base.append(_kahn_walk(dag))
+        rows.append(
+            {
+                "steps": n,
+                "ingest_s": statistics.median(ingest),
+                "walk_s": statistics.median(walk),
+                "total_s": statistics.median(ingest) + statistics.median(walk),
+                "kahn_baseline_s": statistics.median(base),
+            }
+        )
+    first = rows[0]
+    for r in rows:
+        r["us_per_step"] = r["total_s"] / r["steps"] * 1e6
+        r["per_step_vs_smallest"] = r["us_per_step"] / first["us_per_step"]
+        r["vs_kahn"] = r["total_s"] / r["kahn_baseline_s"]
+    peak = _peak_memory(random_dag(sizes[-1], layers=max(10, sizes[-1] // 50), seed=sizes[-1]))
+    return {"sizes": rows, "peak_memory_bytes": peak, "peak_memory_steps": sizes[-1]}
+
+
+# --------------------------------------------------------------------------- loop overhead
+
+
+def _plan_reply(n_steps: int) -> dict[str, Any]:
+    steps = [
+        {
+            "id": f"s{i}",
+            "description": f"do part {i}",
+            "tools": ["noop"],
+            "depends_on": [f"s{i - 1}"] if i % 4 else [],
+        }
+        for i in range(n_steps)
+    ]
+    return {"plan_action": "new", "execution_mode": "dependency", "next_action": "run them", "steps": steps}
+
+
+async def _loop_iteration_times(iterations: int, n_steps: int) -> dict[str, Any]:
+    from langchain_core.tools import tool
+
+    from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.models import LoopState, PlanContext, PlannerSettings
+    from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.planner import LLMPlanner
+    from soothe_planner.testing import ScriptedChatModel
+
+    @tool
+    def noop(query: str = "") -> str:
+        """Do nothing, at once."""
+        return "ok"
+
+    model_time = 0.0
+    plan_reply = _plan_reply(n_steps)
+
+    def answer(call: Any) -> Any:
+        nonlocal model_time
+        t = time.perf_counter()
+        reply: Any = (
+            {"status": "continue", "goal_progress": 0.1, "confidence": 0.9, "summary": "not yet"}
+            if call.schema_name == "AssessStatus"
+            else plan_reply
+        )
+        model_time += time.perf_counter() - t
+        return reply
+
+    samples: list[float] = []
+    for it in range(iterations + 2):  # two warm-up iterations: imports, schema caches
+        controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=0, max_parallel_steps=0))
+        model = ScriptedChatModel(responses=[answer, answer])
+        planner = LLMPlanner(
+            model, settings=PlannerSettings(max_plan_steps=n_steps, retries=0), controller=controller
+        )
+        executor = StepExecutor(tools=[noop], controller=controller)
+        manager = PlanManager("overhead benchmark", max_plan_steps=n_steps)
+        state = LoopState(goal="overhead benchmark", iteration=1, max_iterations=10)
+        context = PlanContext(available_capabilities=executor.capabilities())
+        model_time = 0.0
+        t0 = time.perf_counter()
+        result = await planner.generate_from_assessment(
+            state.goal,
+            state,
+            context,
+            await planner.assess_status(state.goal, state, context),
+            plan_manager=manager,
+        )
+        if manager.has_unfinished() is False and result.decision is not None:
+            manager.ingest(result, state.iteration)
+        results = await executor.run(manager)
+        elapsed = time.perf_counter() - t0 - model_time
+        if len(results) != n_steps or not all(r.success for r in results):
+            raise RuntimeError(f"iteration ran {len(results)} of {n_steps} steps")
+        if it >= 2:
+            samples.append(elapsed)
+    return {
+        "iterations": iterations,
+        "steps_per_plan": n_steps,
+        "median_ms": statistics.median(samples) * 1000,
+        "p90_ms": sorted(samples)[int(0.9 * (len(samples) - 1))] * 1000,
+        "min_ms": min(samples) * 1000,
+    }
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="sizes 1k/10k, fewer repeats")
+    ap.add_argument("--skip-loop", action="store_true", help="only the PlanManager part")
+    args = ap.parse_args(argv)
+    sizes = (1_000, 10_000) if args.quick else SIZES
+    payload: dict[str, Any] = {"quick": args.quick}
+
+    if not args.skip_loop:
+        loop = asyncio.run(_loop_iteration_times(10 if args.quick else 50, 20))
+        payload["loop_iteration"] = loop
+        print("Framework time per loop iteration (20-step plan, zero-latency model, instant tools)\n")
+        print(
+            table(
+                ["median ms", "p90 ms", "min ms", "target", "met"],
+                [
+                    [
+                        loop["median_ms"],
+                        loop["p90_ms"],
+                        loop["min_ms"],
+                        "≤ 5 ms",
+                        "yes" if loop["median_ms"] <= 5 else "NO",
+                    ]
+                ],
+            )
+        )
+        print()
+
+    sc = run_scale(sizes, repeats=3 if args.quick else 5)
+    payload["plan_manager"] = sc
+    print("PlanManager ingest + full ready walk (random layered DAG, ≤ 3 deps/step)\n")
+    print(
+        table(
+            [
+                "steps",
+                "ingest ms",
+                "walk ms",
+                "total ms",
+                "µs/step",
+                "per-step vs 1k",
+                "bare Kahn ms",
+                "× Kahn",
+            ],
+            [
+                [
+                    r["steps"],
+                    r["ingest_s"] * 1000,
+                    r["walk_s"] * 1000,
+                    r["total_s"] * 1000,
+                    r["us_per_step"],
+                    r["per_step_vs_smallest"],
+                    r["kahn_baseline_s"] * 1000,
+                    r["vs_kahn"],
+                ]
+                for r in sc["sizes"]
+            ],
+        )
+    )
+    ten_k = next((r for r in sc["sizes"] if r["steps"] == 10_000), None)
+    if ten_k:
+        print(
+            f"\n10k steps: {ten_k['total_s'] * 1000:.1f} ms (target < 100 ms: {'met' if ten_k['total_s'] < 0.1 else 'MISSED'})"
+        )
+    print(
+        f"peak memory, {sc['peak_memory_steps']} steps (tracemalloc): {sc['peak_memory_bytes'] / 2**20:.1f} MiB"
+    )
+    path = write_results("scale", payload)
+    print(f"\nwrote {path.name}")
+    return 0
