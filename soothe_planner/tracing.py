@@ -39,10 +39,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
@@ -228,17 +230,113 @@ def _client_from_env(cfg: LangfuseSettingsLike) -> Langfuse | None:
     return Langfuse(**kwargs)
 
 
+# LangChain's structured-output plumbing (parallel maps, fallbacks, lambdas, output parsers) is
+# one call from the reader's point of view; its inner chains are folded into their parent span.
+_PLUMBING = re.compile(r"^(Runnable[A-Za-z]*(<[^>]*>)?|[A-Za-z]*Parser)$")
+
+
 def _make_handler(client: Langfuse, trace_id: str) -> BaseCallbackHandler:
     from langfuse.langchain import CallbackHandler
 
     class PhaseNamedHandler(CallbackHandler):
-        """Names each generation after the ``soothe_phase`` of the call that made it."""
+        """Names each generation after its ``soothe_phase``; folds plumbing chains into their parent."""
 
-        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> Any:
-            return super().on_chat_model_start(serialized, messages, **_phase_named(kwargs))
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self._folded: dict[UUID, UUID] = {}  # folded run -> the nearest ancestor that has a span
 
-        def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> Any:
-            return super().on_llm_start(serialized, prompts, **_phase_named(kwargs))
+        def _kept(self, parent_run_id: UUID | None) -> UUID | None:
+            while parent_run_id is not None and parent_run_id in self._folded:
+                parent_run_id = self._folded[parent_run_id]
+            return parent_run_id
+
+        def on_chain_start(
+            self,
+            serialized: Any,
+            inputs: Any,
+            *,
+            run_id: UUID,
+            parent_run_id: UUID | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            if parent_run_id is not None and _PLUMBING.match(
+                self.get_langchain_run_name(serialized, **kwargs)
+            ):
+                self._folded[run_id] = self._kept(parent_run_id)  # type: ignore[assignment]
+                return None
+            return super().on_chain_start(
+                serialized, inputs, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
+            )
+
+        def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> Any:
+            if self._folded.pop(run_id, None) is not None:
+                return None
+            return super().on_chain_end(outputs, run_id=run_id, **kwargs)
+
+        def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
+            if self._folded.pop(run_id, None) is not None:
+                return None
+            return super().on_chain_error(error, run_id=run_id, **kwargs)
+
+        def on_chat_model_start(
+            self,
+            serialized: Any,
+            messages: Any,
+            *,
+            run_id: UUID,
+            parent_run_id: UUID | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            return super().on_chat_model_start(
+                serialized,
+                messages,
+                run_id=run_id,
+                parent_run_id=self._kept(parent_run_id),
+                **_phase_named(kwargs),
+            )
+
+        def on_llm_start(
+            self,
+            serialized: Any,
+            prompts: Any,
+            *,
+            run_id: UUID,
+            parent_run_id: UUID | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            return super().on_llm_start(
+                serialized,
+                prompts,
+                run_id=run_id,
+                parent_run_id=self._kept(parent_run_id),
+                **_phase_named(kwargs),
+            )
+
+        def on_tool_start(
+            self,
+            serialized: Any,
+            input_str: str,
+            *,
+            run_id: UUID,
+            parent_run_id: UUID | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            return super().on_tool_start(
+                serialized, input_str, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
+            )
+
+        def on_retriever_start(
+            self,
+            serialized: Any,
+            query: str,
+            *,
+            run_id: UUID,
+            parent_run_id: UUID | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            return super().on_retriever_start(
+                serialized, query, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
+            )
 
     public_key = client._resources.public_key if client._resources is not None else None
     return PhaseNamedHandler(public_key=public_key, trace_context={"trace_id": trace_id})
