@@ -50,6 +50,7 @@ from langchain_core.messages.tool import tool_call_chunk
 from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.runnables.config import ensure_config
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import BaseModel, PrivateAttr
@@ -75,7 +76,8 @@ class ScriptedCall:
     ``method`` is the structured-output method (``function_calling``, ``json_schema``,
     ``json_mode``), ``"tools"`` for plain ``bind_tools``, or ``None`` for a plain call;
     ``schema_name`` names the requested schema; ``metadata`` is the call's ``RunnableConfig``
-    metadata (LangChain passes none to streaming calls).
+    metadata (for a streaming call, only what an enclosing chain or graph node passes down:
+    LangChain gives ``_stream`` no run manager).
     """
 
     index: int
@@ -167,11 +169,13 @@ class ScriptedChatModel(BaseChatModel):
         request = kwargs.pop(_REQUEST_KEY, None) or {}
         tools = [t["function"]["name"] for t in kwargs.get("tools") or [] if "function" in t]
         method: Method | None = request.get("method") or ("tools" if tools else None)
-        metadata = {
-            k: v
-            for k, v in ((run_manager.metadata or {}) if run_manager is not None else {}).items()
-            if not k.startswith(("ls_", "lc_"))
-        }
+        if run_manager is not None:
+            source = run_manager.metadata or {}
+        else:
+            # LangChain calls ``_stream`` without a run manager; inside a graph node or a chain the
+            # enclosing config is still in the context.
+            source = ensure_config(None).get("metadata") or {}
+        metadata = {k: v for k, v in source.items() if not k.startswith(("ls_", "lc_"))}
         with self._state.lock:
             call = ScriptedCall(
                 index=len(self._state.calls),

@@ -12,6 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -553,3 +555,58 @@ def test_llm_call_sync_honours_limit_and_budget_from_threads() -> None:
     assert witness.max == 2 and witness.done == 10
     assert len(refused) == 4
     assert controller.calls_by_phase == {"thread": 10}
+
+
+async def test_abandoned_async_stream_is_released_when_the_loop_finalises_it() -> None:
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    model = controller.wrap_model(ScriptedChatModel(["alpha beta gamma delta", "next"]))
+
+    async for _ in model.astream("q"):
+        break  # no aclose(): Python's async-generator finalizer closes it on the loop
+    for _ in range(100):
+        if controller.in_flight_llm_calls == 0:
+            break
+        await asyncio.sleep(0)
+
+    assert controller.in_flight_llm_calls == 0
+    assert (await asyncio.wait_for(model.ainvoke("q"), GUARD_S)).content == "next"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    limit=st.integers(min_value=1, max_value=4),
+    n=st.integers(min_value=1, max_value=12),
+    cancel=st.sets(st.integers(min_value=0, max_value=11)),
+    data=st.data(),
+)
+def test_limit_holds_and_no_slot_leaks_under_random_cancellation(
+    limit: int, n: int, cancel: set[int], data: st.DataObject
+) -> None:
+    delays = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+
+    async def scenario() -> None:
+        controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=limit))
+        witness = InFlight()
+
+        async def one(i: int) -> None:
+            async with controller.llm_call():
+                witness.enter()
+                try:
+                    for _ in range(delays[i]):
+                        await asyncio.sleep(0)
+                finally:
+                    witness.exit()
+
+        tasks = [asyncio.create_task(one(i)) for i in range(n)]
+        await asyncio.sleep(0)
+        for i in cancel:
+            if i < n:
+                tasks[i].cancel()
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), GUARD_S)
+
+        assert witness.max <= limit
+        assert controller.peak_llm_calls <= limit
+        assert controller.in_flight_llm_calls == 0
+        assert controller.total_llm_calls == witness.done
+
+    asyncio.run(scenario())

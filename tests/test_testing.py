@@ -361,3 +361,16 @@ def test_tracing_keys_are_unset_and_strict_msgpack_is_on() -> None:
 
     assert not [k for k in os.environ if k.startswith("LANGFUSE_")]
     assert os.environ["LANGGRAPH_STRICT_MSGPACK"] == "true"
+
+
+def test_streaming_call_inside_a_chain_records_the_enclosing_metadata() -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    model = ScriptedChatModel(["streamed text here"])
+
+    def node(question: str) -> str:
+        return "".join(str(c.content) for c in model.stream(question))
+
+    RunnableLambda(node).invoke("q", config={"metadata": {"soothe_phase": "answer"}})
+
+    assert model.calls[0].metadata == {"soothe_phase": "answer"}
