@@ -172,12 +172,15 @@ class StepExecutor:
         on_event: EventSink | None = None,
         thread_id: str | None = None,
         journal: BaseStore | None = None,
+        journal_scope: str | None = None,
     ) -> list[StepResult]:
         """Run every ready step (and whatever they make ready) until nothing is pending or running.
 
         Returns the results in completion order, including the ``skipped`` results the manager
-        recorded for dependents of failed steps.
+        recorded for dependents of failed steps. ``journal`` (default: the executor's) replays and
+        records finished steps; ``journal_scope`` (default: the thread id) is its namespace.
         """
+        scope = journal_scope or thread_id or "default"
         journal = journal if journal is not None else self.journal
         writer = _stream_writer()
         emit = _Emitter(on_event, writer, thread_id)
@@ -191,7 +194,7 @@ class StepExecutor:
                     for step in manager.ready_steps(limit=room):
                         manager.mark_started(step.id)
                         node = manager.node(step.id)
-                        task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal))
+                        task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal, scope))
                         running[task] = node
                 if not running:
                     break
@@ -220,9 +223,11 @@ class StepExecutor:
         emit: _Emitter,
         thread_id: str | None,
         journal: BaseStore | None,
+        scope: str,
     ) -> tuple[StepResult, bool]:
         attempt = step.attempts + 1  # the manager counts attempts when an outcome is recorded
-        namespace = (JOURNAL_NAMESPACE, thread_id or "default")
+        # Store namespace labels may not contain dots; thread ids may, so the scope is hashed.
+        namespace = (JOURNAL_NAMESPACE, hashlib.sha256(scope.encode("utf-8")).hexdigest()[:32])
         key = journal_key(manager.goal, step, attempt)
         if journal is not None:
             item = await journal.aget(namespace, key)
@@ -342,15 +347,14 @@ class StepExecutor:
                     "can fill in; give the executor an agent_model"
                 )
             return await self._agent(step, tools, completed)
-        # No tools, no subagent: the default agent over every allowed tool.
+        # No tools, no subagent: the default agent over every tool. The allow-list governs what a
+        # plan may *name*; in plan mode it holds only read-only tools, and execution gets the full set.
         if self.agent_model is None:
             raise NoRunnerError(
                 f"step {step.id!r} names no tool or subagent and the executor has no agent_model to run it; "
                 "name a tool in the step or give the executor an agent_model"
             )
-        allowed = getattr(manager, "allowed_capabilities", None)
-        tools = [t for n, t in self.tools.items() if allowed is None or n in allowed]
-        return await self._agent(step, tools, completed)
+        return await self._agent(step, list(self.tools.values()), completed)
 
     async def _agent(
         self, step: PlanStep, tools: Sequence[BaseTool], completed: Mapping[str, StepResult]
