@@ -291,7 +291,7 @@ class ScriptedChatModel(BaseChatModel):
 
     def with_structured_output(
         self,
-        schema: dict[str, Any] | type,
+        schema: dict[str, Any] | type | None,
         *,
         method: str = "function_calling",
         include_raw: bool = False,
@@ -299,6 +299,8 @@ class ScriptedChatModel(BaseChatModel):
     ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
         kwargs.pop("strict", None)
         if method == "function_calling":
+            if schema is None:
+                raise ValueError("method='function_calling' needs a schema to name the tool")
             return super().with_structured_output(schema, include_raw=include_raw, **kwargs)
         if method not in ("json_schema", "json_mode"):
             raise ValueError(
@@ -307,15 +309,18 @@ class ScriptedChatModel(BaseChatModel):
             )
         if kwargs:
             raise ValueError(f"unsupported with_structured_output arguments: {sorted(kwargs)}")
-        tool = convert_to_openai_tool(schema)
-        name = tool["function"]["name"]
+        if schema is None and method == "json_schema":
+            raise ValueError("method='json_schema' needs a schema; use method='json_mode' for free-form JSON")
+        # json_mode may go without a schema, as with provider models: the reply is any JSON object.
+        tool = convert_to_openai_tool(schema) if schema is not None else None
+        name = tool["function"]["name"] if tool is not None else None
         is_model = isinstance(schema, type) and issubclass(schema, BaseModel)
         parser: Runnable[Any, Any] = (
             PydanticOutputParser(pydantic_object=schema) if is_model else JsonOutputParser()
         )
         response_format: dict[str, Any] = (
             {"type": "json_object"}
-            if method == "json_mode"
+            if tool is None or method == "json_mode"
             else {
                 "type": "json_schema",
                 "json_schema": {"name": name, "schema": tool["function"]["parameters"]},

@@ -374,3 +374,10 @@ def test_streaming_call_inside_a_chain_records_the_enclosing_metadata() -> None:
     RunnableLambda(node).invoke("q", config={"metadata": {"soothe_phase": "answer"}})
 
     assert model.calls[0].metadata == {"soothe_phase": "answer"}
+
+
+def test_json_mode_without_a_schema_returns_the_json_object() -> None:
+    model = ScriptedChatModel([{"anything": [1, 2]}])
+
+    assert model.with_structured_output(None, method="json_mode").invoke("q") == {"anything": [1, 2]}
+    assert model.calls[0].method == "json_mode" and model.calls[0].schema_name is None
