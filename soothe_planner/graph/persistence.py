@@ -1,0 +1,77 @@
+"""Where does a StrangeLoop run live between processes: a checkpointer and a store, opened as a pair.
+
+The checkpointer holds the graph state at node boundaries; the store holds the step journal that
+lets a killed ``execute`` node resume without re-running completed steps (see
+``execution/scheduler.py``). They are opened together on the same backend so that a run is
+either durable as a whole or not at all:
+
+- ``memory``: ``InMemorySaver`` + ``InMemoryStore`` (one process; tests, notebooks);
+- ``sqlite``: ``AsyncSqliteSaver`` + ``AsyncSqliteStore`` on one file (the CLI's default; SQLite
+  serialises the two connections' writes);
+- ``postgres``: ``AsyncPostgresSaver`` + ``AsyncPostgresStore`` on one DSN (many workers).
+
+Each backend's tables are created on open (``setup()`` is idempotent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from soothe_planner.errors import ConfigError
+
+__all__ = ["Persistence", "open_persistence"]
+
+Backend = Literal["memory", "sqlite", "postgres"]
+
+
+@dataclass(frozen=True)
+class Persistence:
+    """A checkpointer and a store on one backend; pass both to ``build_strange_loop``."""
+
+    checkpointer: Any
+    store: Any
+    backend: Backend
+
+
+@asynccontextmanager
+async def open_persistence(
+    backend: Backend, *, path: str | Path | None = None, dsn: str | None = None
+) -> AsyncIterator[Persistence]:
+    """Open (and set up) the checkpointer and store of ``backend``; close both on exit."""
+    if backend == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.store.memory import InMemoryStore
+
+        yield Persistence(InMemorySaver(), InMemoryStore(), "memory")
+        return
+    async with AsyncExitStack() as stack:
+        if backend == "sqlite":
+            if not path:
+                raise ConfigError("the sqlite backend needs a path (e.g. .soothe/checkpoints.sqlite)")
+            from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+            from langgraph.store.sqlite.aio import AsyncSqliteStore
+
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            saver: Any = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+            store: Any = await stack.enter_async_context(AsyncSqliteStore.from_conn_string(str(path)))
+        elif backend == "postgres":
+            if not dsn:
+                raise ConfigError("the postgres backend needs a DSN (e.g. postgresql://user@host:5432/db)")
+            try:
+                from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+                from langgraph.store.postgres.aio import AsyncPostgresStore
+            except ImportError as exc:
+                raise ConfigError(
+                    f"the postgres backend needs the 'postgres' extra ({exc}); pip install 'soothe-planner[postgres]'"
+                ) from None
+            saver = await stack.enter_async_context(AsyncPostgresSaver.from_conn_string(dsn))
+            store = await stack.enter_async_context(AsyncPostgresStore.from_conn_string(dsn))
+        else:
+            raise ConfigError(f"unknown persistence backend {backend!r}; use 'memory', 'sqlite' or 'postgres'")
+        await saver.setup()
+        await store.setup()
+        yield Persistence(saver, store, backend)
