@@ -59,6 +59,7 @@ async def test_approve_seals_the_plan_and_resume_repeats_no_planner_call_or_step
     config = run_config("a", 4)
     events, nodes = await collect(graph, goal_input(GOAL, thread_id="a"), config)
     assert nodes[-1] == "__interrupt__" and log == []
+    assert kinds(events) == ["intake", "assessment", "plan"]  # the gate emits nothing before asking
     snap = await graph.aget_state(config)
     assert snap.next == ("approve",)
     pending = _pending(snap)
