@@ -17,7 +17,8 @@ What a trace carries:
 - **generations named by phase**: the planner tags each call with ``soothe_phase`` metadata
   (``plan-assess``, ``plan-generate``, ``plan-reask``, ``revise``, ``reflect``, ``continuation``,
   ``intake``, ``answer``); LangChain hands metadata down to nested runs, so the model call inside a
-  structured-output chain is named after the phase too, with its token usage;
+  structured-output chain is named after the phase too, with its token usage, and the chain's
+  plumbing is folded away (the handler's adjustments live in ``_trace_handler.py``);
 - **one span per step** (``trace_step``): ``step:<id>`` with the step's status; a failed step is an
   ``ERROR``-level span carrying the error text.
 
@@ -39,16 +40,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import re
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
-from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 
+from soothe_planner._trace_handler import PHASE_KEY, make_handler
 from soothe_planner.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -70,7 +70,6 @@ logger = logging.getLogger(__name__)
 
 PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
 SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
-PHASE_KEY = "soothe_phase"
 RUN_PREFIX = "soothe-run"
 # Langfuse propagates trace attributes only when they are short US-ASCII strings (<= 200 chars).
 _MAX_ATTR = 200
@@ -106,7 +105,7 @@ def run_name_for(goal: str, *, resumed: bool = False) -> str:
     """The root span's name: ``soothe-run: <goal excerpt>`` (``soothe-run (resumed): ...`` on resume)."""
     text = " ".join(goal.split())
     if len(text) > _GOAL_EXCERPT:
-        text = text[: _GOAL_EXCERPT - 1].rstrip() + "…"
+        text = text[: _GOAL_EXCERPT - 3].rstrip() + "..."
     prefix = f"{RUN_PREFIX} (resumed)" if resumed else RUN_PREFIX
     return f"{prefix}: {text}" if text else prefix
 
@@ -230,134 +229,6 @@ def _client_from_env(cfg: LangfuseSettingsLike) -> Langfuse | None:
     return Langfuse(**kwargs)
 
 
-# LangChain's structured-output plumbing (parallel maps, fallbacks, lambdas, output parsers) is
-# one call from the reader's point of view; its inner chains are folded into their parent span.
-_PLUMBING = re.compile(r"^(Runnable[A-Za-z]*(<[^>]*>)?|[A-Za-z]*Parser)$")
-
-
-def _make_handler(client: Langfuse, trace_id: str) -> BaseCallbackHandler:
-    from langfuse.langchain import CallbackHandler
-
-    class PhaseNamedHandler(CallbackHandler):
-        """Names each generation after its ``soothe_phase``; folds plumbing chains into their parent."""
-
-        def __init__(self, **kwargs: Any) -> None:
-            super().__init__(**kwargs)
-            self._folded: dict[UUID, UUID] = {}  # folded run -> the nearest ancestor that has a span
-
-        def _kept(self, parent_run_id: UUID | None) -> UUID | None:
-            while parent_run_id is not None and parent_run_id in self._folded:
-                parent_run_id = self._folded[parent_run_id]
-            return parent_run_id
-
-        def on_chain_start(
-            self,
-            serialized: Any,
-            inputs: Any,
-            *,
-            run_id: UUID,
-            parent_run_id: UUID | None = None,
-            **kwargs: Any,
-        ) -> Any:
-            if parent_run_id is not None and _PLUMBING.match(
-                self.get_langchain_run_name(serialized, **kwargs)
-            ):
-                self._folded[run_id] = self._kept(parent_run_id)  # type: ignore[assignment]
-                return None
-            return super().on_chain_start(
-                serialized, inputs, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
-            )
-
-        def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> Any:
-            if self._folded.pop(run_id, None) is not None:
-                return None
-            return super().on_chain_end(outputs, run_id=run_id, **kwargs)
-
-        def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> Any:
-            if self._folded.pop(run_id, None) is not None:
-                return None
-            return super().on_chain_error(error, run_id=run_id, **kwargs)
-
-        def on_chat_model_start(
-            self,
-            serialized: Any,
-            messages: Any,
-            *,
-            run_id: UUID,
-            parent_run_id: UUID | None = None,
-            **kwargs: Any,
-        ) -> Any:
-            return super().on_chat_model_start(
-                serialized,
-                messages,
-                run_id=run_id,
-                parent_run_id=self._kept(parent_run_id),
-                **_phase_named(kwargs),
-            )
-
-        def on_llm_start(
-            self,
-            serialized: Any,
-            prompts: Any,
-            *,
-            run_id: UUID,
-            parent_run_id: UUID | None = None,
-            **kwargs: Any,
-        ) -> Any:
-            return super().on_llm_start(
-                serialized,
-                prompts,
-                run_id=run_id,
-                parent_run_id=self._kept(parent_run_id),
-                **_phase_named(kwargs),
-            )
-
-        def on_tool_start(
-            self,
-            serialized: Any,
-            input_str: str,
-            *,
-            run_id: UUID,
-            parent_run_id: UUID | None = None,
-            **kwargs: Any,
-        ) -> Any:
-            return super().on_tool_start(
-                serialized, input_str, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
-            )
-
-        def on_retriever_start(
-            self,
-            serialized: Any,
-            query: str,
-            *,
-            run_id: UUID,
-            parent_run_id: UUID | None = None,
-            **kwargs: Any,
-        ) -> Any:
-            return super().on_retriever_start(
-                serialized, query, run_id=run_id, parent_run_id=self._kept(parent_run_id), **kwargs
-            )
-
-    public_key = client._resources.public_key if client._resources is not None else None
-    return PhaseNamedHandler(public_key=public_key, trace_context={"trace_id": trace_id})
-
-
-def _phase_named(kwargs: dict[str, Any]) -> dict[str, Any]:
-    metadata = dict(kwargs.get("metadata") or {})
-    out = dict(kwargs)
-    phase = metadata.get(PHASE_KEY)
-    if isinstance(phase, str) and phase:
-        out["name"] = phase
-    if not metadata.get("ls_model_name"):
-        # Models outside Langfuse's list of known classes (local servers, test doubles) would be
-        # recorded without a model and warned about; their LangChain type is a fair model name.
-        llm_type = (kwargs.get("invocation_params") or {}).get("_type")
-        if isinstance(llm_type, str) and llm_type:
-            metadata["ls_model_name"] = llm_type
-            out["metadata"] = metadata
-    return out
-
-
 @contextmanager
 def trace_run(
     settings: Any = None,
@@ -405,7 +276,7 @@ def trace_run(
         run_name=run_name,
         session_id=thread_id,
         trace_id=trace_id,
-        callbacks=[_make_handler(client, trace_id)],
+        callbacks=[make_handler(client, trace_id)],
         metadata=metadata,
         tags=tags,
         _client=client,

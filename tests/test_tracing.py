@@ -177,7 +177,7 @@ def test_trace_id_is_deterministic_per_thread_and_matches_langfuse() -> None:
 
 def test_run_name_is_an_excerpt_of_the_goal_and_marks_resumes() -> None:
     assert run_name_for("Write  a\nhaiku") == "soothe-run: Write a haiku"
-    assert run_name_for("x" * 200).endswith("…") and len(run_name_for("x" * 200)) < 80
+    assert run_name_for("x" * 200).endswith("...") and len(run_name_for("x" * 200)) < 80
     assert run_name_for("go", resumed=True) == "soothe-run (resumed): go"
 
 
