@@ -1,0 +1,184 @@
+"""Properties of the step DAG on random graphs, each checked against an independent simple algorithm:
+cycles are never accepted, every step becomes ready exactly once, ``block`` skips exactly the
+descendants of failed steps, ``retry(n)`` runs a failing step n+1 times, and JSON round-trips are exact."""
+
+from __future__ import annotations
+
+import re
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from soothe_planner.errors import PlanValidationError
+from soothe_planner.models import AgentDecision, StepAction, StepResult
+from soothe_planner.plan_manager import PlanManager
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+Graph = dict[str, list[str]]  # step id -> the ids it depends on
+
+
+@st.composite
+def graphs(draw: st.DrawFn, *, acyclic: bool, max_nodes: int = 14) -> Graph:
+    """Random graphs; with ``acyclic`` every edge points to an earlier node, else edges may point anywhere."""
+    n = draw(st.integers(1, max_nodes))
+    names = [f"s{i}" for i in draw(st.permutations(range(n)))]
+    graph: Graph = {}
+    for i, name in enumerate(names):
+        pool = list(range(i)) if acyclic else [j for j in range(n) if j != i]
+        picks = draw(st.lists(st.sampled_from(pool), max_size=3, unique=True)) if pool else []
+        graph[name] = [names[j] for j in picks]
+    return graph
+
+
+def shuffled_steps(draw: st.DrawFn, graph: Graph) -> list[StepAction]:
+    order = draw(st.permutations(list(graph)))
+    return [StepAction(id=sid, description=f"do {sid}", depends_on=graph[sid]) for sid in order]
+
+
+def has_cycle(graph: Graph) -> bool:
+    """Independent check: peel off steps whose dependencies are all peeled; a cycle is what remains."""
+    remaining = dict(graph)
+    while True:
+        free = [s for s, deps in remaining.items() if not any(d in remaining for d in deps)]
+        if not free:
+            return bool(remaining)
+        for s in free:
+            del remaining[s]
+
+
+def descendants(graph: Graph, roots: set[str]) -> set[str]:
+    """Independent check: grow the set of steps reaching a root through dependencies until it is stable."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for sid, deps in graph.items():
+            if sid not in found and any(d in roots or d in found for d in deps):
+                found.add(sid)
+                changed = True
+    return found
+
+
+def manager_for(graph: Graph, steps: list[StepAction], policy: str = "block") -> PlanManager:
+    pm = PlanManager("g", failure_policy=policy, max_plan_steps=max(1, len(graph)))
+    pm.ingest(AgentDecision(steps=steps))
+    return pm
+
+
+def walk(pm: PlanManager, failing: set[str], limit: int = 0) -> list[str]:
+    """Repeatedly take the ready steps and finish them; returns every id handed out, in order."""
+    handed: list[str] = []
+    while ready := pm.ready_steps(limit):
+        for node in ready:
+            assert node.status == "pending"
+            assert all(pm.node(d).status == "completed" for d in node.depends_on)
+            handed.append(node.id)
+            pm.mark_started(node.id)
+        results = [
+            StepResult(step_id=n.id, success=n.id not in failing, error=None if n.id not in failing else "no")
+            for n in ready
+        ]
+        pm.record_step_outcomes(results)
+        assert pm.dag.unfinished_count == sum(not n.finished for n in pm.nodes)
+    return handed
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@SETTINGS
+@given(st.data())
+def test_ingest_accepts_a_graph_exactly_when_it_is_acyclic(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=False))
+    steps = shuffled_steps(data.draw, graph)
+    pm = PlanManager("g", max_plan_steps=len(steps))
+    cyclic = has_cycle(graph)
+    try:
+        pm.ingest(AgentDecision(steps=steps))
+    except PlanValidationError as exc:
+        assert cyclic, exc.errors
+        assert len(pm) == 0
+        (message,) = [e for e in exc.errors if e.startswith("cycle: ")]
+        named = re.match(r"cycle: (.*?) \(", message)
+        assert named is not None
+        ring = named.group(1).split(" -> ")
+        assert ring[0] == ring[-1] and len(set(ring[:-1])) == len(ring) - 1
+        for step, dep in zip(ring, ring[1:], strict=False):  # the named cycle is made of real edges
+            assert dep in graph[step]
+    else:
+        assert not cyclic
+        assert len(pm) == len(graph)
+
+
+@SETTINGS
+@given(st.data())
+def test_every_step_becomes_ready_exactly_once_in_a_full_walk(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True))
+    pm = manager_for(graph, shuffled_steps(data.draw, graph))
+    handed = walk(pm, failing=set(), limit=data.draw(st.integers(0, 3)))
+    assert sorted(handed) == sorted(graph)
+    assert not pm.has_unfinished() and all(n.status == "completed" for n in pm.nodes)
+
+
+@SETTINGS
+@given(st.data())
+def test_block_skips_exactly_the_descendants_of_failed_steps(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True))
+    failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=3)))
+    pm = manager_for(graph, shuffled_steps(data.draw, graph))
+    walk(pm, failing)
+    failed = {n.id for n in pm.nodes if n.status == "failed"}
+    skipped = {n.id for n in pm.nodes if n.status == "skipped"}
+    assert failed <= failing
+    assert skipped == descendants(graph, failed)
+    assert failed | skipped | {n.id for n in pm.nodes if n.status == "completed"} == set(graph)
+    for sid in skipped:
+        result = pm.node(sid).result
+        assert result is not None and result.error_type == "blocked"
+        blamed = re.fullmatch(r"blocked: depends on failed step '(.+)'", result.error or "")
+        assert blamed is not None and blamed.group(1) in failed
+        assert sid in descendants(graph, {blamed.group(1)})
+
+
+@SETTINGS
+@given(st.data())
+def test_retry_n_runs_a_failing_step_n_plus_one_times_then_blocks(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True, max_nodes=8))
+    retries = data.draw(st.integers(0, 3))
+    failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=2)))
+    pm = manager_for(graph, shuffled_steps(data.draw, graph), policy=f"retry({retries})")
+    handed = walk(pm, failing)
+    failed = {n.id for n in pm.nodes if n.status == "failed"}
+    for sid in failed:
+        assert handed.count(sid) == retries + 1 and pm.node(sid).attempts == retries + 1
+    assert {n.id for n in pm.nodes if n.status == "skipped"} == descendants(graph, failed)
+
+
+@SETTINGS
+@given(st.data())
+def test_json_round_trip_is_exact_at_any_point_of_a_run(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True, max_nodes=10))
+    policy = data.draw(st.sampled_from(["block", "retry(1)"]))
+    pm = manager_for(graph, shuffled_steps(data.draw, graph), policy=policy)
+    failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=2)))
+    for _ in range(data.draw(st.integers(0, 4))):  # a partial run, then maybe a replan
+        ready = pm.ready_steps(1)
+        if not ready:
+            break
+        sid = ready[0].id
+        pm.mark_started(sid)
+        if data.draw(st.booleans()):
+            pm.record_step_outcomes([StepResult(step_id=sid, success=sid not in failing, output="o")])
+    if data.draw(st.booleans()):
+        again_ids = data.draw(st.lists(st.sampled_from(list(graph)), max_size=3, unique=True))
+        steps = [StepAction(id=s, description="again") for s in again_ids] or [
+            StepAction(id="new", description="n")
+        ]
+        pm.ingest(AgentDecision(steps=steps), 1, replace=data.draw(st.booleans()))
+
+    copy = PlanManager.from_json(pm.to_json())
+    assert copy.to_dict() == pm.to_dict()
+    assert [n.id for n in copy.ready_steps()] == [n.id for n in pm.ready_steps()]
+    # Both continue identically: same handed-out order, same final state.
+    assert walk(copy, failing) == walk(pm, failing)
+    assert copy.to_dict() == pm.to_dict()
