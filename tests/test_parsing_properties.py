@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -136,7 +137,7 @@ def test_an_injected_cycle_always_raises_and_the_named_cycle_is_real(data: st.Da
     steps = data.draw(dags(min_steps=2))
     # Pick steps in plan order, chain each to the previous, and close the loop from the first.
     members = sorted(data.draw(st.lists(st.integers(0, len(steps) - 1), min_size=2, max_size=4, unique=True)))
-    for a, b in zip(members, members[1:], strict=False):
+    for a, b in pairwise(members):
         if steps[a]["id"] not in steps[b]["depends_on"]:
             steps[b]["depends_on"].append(steps[a]["id"])
     steps[members[0]]["depends_on"].append(steps[members[-1]]["id"])
@@ -148,7 +149,7 @@ def test_an_injected_cycle_always_raises_and_the_named_cycle_is_real(data: st.Da
         named = e.reason.removeprefix("cycle: ").split(" (")[0].split(" -> ")
         deps = {s["id"]: s["depends_on"] for s in steps}
         assert named[0] == named[-1] and len(named) >= 3
-        for a, b in zip(named, named[1:], strict=False):
+        for a, b in pairwise(named):
             assert b in deps[a], f"{a} does not depend on {b}"
     else:
         raise AssertionError("a cyclic plan was accepted")
