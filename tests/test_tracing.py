@@ -525,3 +525,45 @@ async def test_a_run_resumed_after_approval_continues_the_same_trace(capture: Ca
     assert roots == ["soothe-run: Fetch three topics", "soothe-run (resumed): Fetch three topics"]
     assert {format(s.context.trace_id, "032x") for s in spans} == {trace_id_for("t-approve")}
     assert first.trace_id == second.trace_id
+
+
+async def test_trace_step_around_the_executor_puts_each_tool_call_under_its_step(capture: Capture) -> None:
+    # The hook an executor uses: wrap the run of one step in trace_step and finish with its result.
+    from langchain_core.tools import tool
+
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
+    from soothe_planner.planner import LLMPlanner
+    from soothe_planner.testing import ScriptedChatModel
+
+    class TracedExecutor(StepExecutor):
+        async def _timed(
+            self, manager: Any, step: Any, attempt: int, thread_id: Any, emit: Any
+        ) -> StepResult:
+            async with trace_step(step.id, description=step.description) as span:
+                result = await super()._timed(manager, step, attempt, thread_id, emit)
+                await span.finish(result)
+            return result
+
+    @tool
+    def fetch(topic: str) -> str:
+        """Fetch notes on a topic."""
+        if "beta" in topic:
+            raise ValueError("beta is unavailable")
+        return f"notes on {topic}"
+
+    script = [*_loop_script()[:3], {"status": "done", "goal_progress": 1.0, "summary": "enough"}]
+    planner = LLMPlanner(ScriptedChatModel(script))
+    graph = build_strange_loop(
+        planner, TracedExecutor(tools=[fetch], controller=planner.controller, step_timeout_s=5)
+    )
+    with trace_run(None, goal="g", thread_id="t-steps", client=capture.client) as handle:
+        await graph.ainvoke(goal_input("g", thread_id="t-steps"), handle.config_for(run_config("t-steps")))
+    spans = capture.spans()
+    shape = tree(spans)
+    execute = shape.index((1, "execute"))
+    assert shape[execute + 1 : execute + 5] == [(2, "step:s1"), (3, "fetch"), (2, "step:s2"), (3, "fetch")]
+    steps = {s.name: s for s in spans if s.name.startswith("step:")}
+    assert attr(steps["step:s1"], "langfuse.observation.level") in (None, "DEFAULT")
+    assert attr(steps["step:s2"], "langfuse.observation.level") == "ERROR"
+    assert "beta is unavailable" in attr(steps["step:s2"], "langfuse.observation.status_message")
