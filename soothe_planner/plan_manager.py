@@ -211,14 +211,15 @@ class PlanManager:
         if prep.errors:
             raise PlanValidationError(prep.errors)
         nodes = self.dag.nodes
-        gone = self.dag.remove(prep.superseded) if prep.superseded else []
-        for node in gone:
-            self._retired[node.id] = None
         new = [s for s in prep.steps if s.id not in nodes]
         refresh = [s for s in prep.steps if s.id in nodes]
         self.dag.add(new, iteration=iteration, validate=False)
+        # Refresh before removing: a re-listed step may drop its edge to a node being superseded.
         for step in refresh:
             self.dag.refresh(step)
+        gone = self.dag.remove(prep.superseded) if prep.superseded else []
+        for node in gone:
+            self._retired[node.id] = None
         self._counters = prep.counters
         self._mode, self._reasoning = d.execution_mode, d.reasoning
         report = IngestReport(

@@ -5,6 +5,7 @@ descendants of failed steps, ``retry(n)`` runs a failing step n+1 times, and JSO
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,8 +31,8 @@ def graphs(draw: st.DrawFn, *, acyclic: bool, max_nodes: int = 14) -> Graph:
     return graph
 
 
-def shuffled_steps(draw: st.DrawFn, graph: Graph) -> list[StepAction]:
-    order = draw(st.permutations(list(graph)))
+def shuffled_steps(data: st.DataObject, graph: Graph) -> list[StepAction]:
+    order = data.draw(st.permutations(list(graph)))
     return [StepAction(id=sid, description=f"do {sid}", depends_on=graph[sid]) for sid in order]
 
 
@@ -90,7 +91,7 @@ def walk(pm: PlanManager, failing: set[str], limit: int = 0) -> list[str]:
 @given(st.data())
 def test_ingest_accepts_a_graph_exactly_when_it_is_acyclic(data: st.DataObject) -> None:
     graph = data.draw(graphs(acyclic=False))
-    steps = shuffled_steps(data.draw, graph)
+    steps = shuffled_steps(data, graph)
     pm = PlanManager("g", max_plan_steps=len(steps))
     cyclic = has_cycle(graph)
     try:
@@ -103,7 +104,7 @@ def test_ingest_accepts_a_graph_exactly_when_it_is_acyclic(data: st.DataObject) 
         assert named is not None
         ring = named.group(1).split(" -> ")
         assert ring[0] == ring[-1] and len(set(ring[:-1])) == len(ring) - 1
-        for step, dep in zip(ring, ring[1:], strict=False):  # the named cycle is made of real edges
+        for step, dep in pairwise(ring):  # the named cycle is made of real edges
             assert dep in graph[step]
     else:
         assert not cyclic
@@ -114,7 +115,7 @@ def test_ingest_accepts_a_graph_exactly_when_it_is_acyclic(data: st.DataObject) 
 @given(st.data())
 def test_every_step_becomes_ready_exactly_once_in_a_full_walk(data: st.DataObject) -> None:
     graph = data.draw(graphs(acyclic=True))
-    pm = manager_for(graph, shuffled_steps(data.draw, graph))
+    pm = manager_for(graph, shuffled_steps(data, graph))
     handed = walk(pm, failing=set(), limit=data.draw(st.integers(0, 3)))
     assert sorted(handed) == sorted(graph)
     assert not pm.has_unfinished() and all(n.status == "completed" for n in pm.nodes)
@@ -125,7 +126,7 @@ def test_every_step_becomes_ready_exactly_once_in_a_full_walk(data: st.DataObjec
 def test_block_skips_exactly_the_descendants_of_failed_steps(data: st.DataObject) -> None:
     graph = data.draw(graphs(acyclic=True))
     failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=3)))
-    pm = manager_for(graph, shuffled_steps(data.draw, graph))
+    pm = manager_for(graph, shuffled_steps(data, graph))
     walk(pm, failing)
     failed = {n.id for n in pm.nodes if n.status == "failed"}
     skipped = {n.id for n in pm.nodes if n.status == "skipped"}
@@ -146,7 +147,7 @@ def test_retry_n_runs_a_failing_step_n_plus_one_times_then_blocks(data: st.DataO
     graph = data.draw(graphs(acyclic=True, max_nodes=8))
     retries = data.draw(st.integers(0, 3))
     failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=2)))
-    pm = manager_for(graph, shuffled_steps(data.draw, graph), policy=f"retry({retries})")
+    pm = manager_for(graph, shuffled_steps(data, graph), policy=f"retry({retries})")
     handed = walk(pm, failing)
     failed = {n.id for n in pm.nodes if n.status == "failed"}
     for sid in failed:
@@ -159,7 +160,7 @@ def test_retry_n_runs_a_failing_step_n_plus_one_times_then_blocks(data: st.DataO
 def test_json_round_trip_is_exact_at_any_point_of_a_run(data: st.DataObject) -> None:
     graph = data.draw(graphs(acyclic=True, max_nodes=10))
     policy = data.draw(st.sampled_from(["block", "retry(1)"]))
-    pm = manager_for(graph, shuffled_steps(data.draw, graph), policy=policy)
+    pm = manager_for(graph, shuffled_steps(data, graph), policy=policy)
     failing = set(data.draw(st.lists(st.sampled_from(list(graph)), max_size=2)))
     for _ in range(data.draw(st.integers(0, 4))):  # a partial run, then maybe a replan
         ready = pm.ready_steps(1)

@@ -249,6 +249,14 @@ def test_replace_rejects_a_new_step_depending_on_a_superseded_node() -> None:
     assert pm.to_dict() == before
 
 
+def test_replace_supersedes_a_node_that_a_relisted_step_no_longer_depends_on() -> None:
+    pm = PlanManager("g")
+    pm.ingest(decision(act("s0"), act("s2", "s0")))
+    report = pm.ingest(decision(act("s2")), 1, replace=True)
+    assert report.superseded == ["s0"] and report.refreshed == ["s2"]
+    assert pm.node("s2").depends_on == [] and ids(pm.ready_steps()) == ["s2"]
+
+
 def test_a_superseded_id_is_never_reused_for_other_work() -> None:
     pm = PlanManager("g")
     pm.ingest(decision(act("s1"), act("s2")))
