@@ -23,11 +23,11 @@ from soothe_planner.prompts import (
     TRIM_FLOOR,
     build,
     escape_data,
+    phases,
     template,
     template_names,
     trim_text,
 )
-from soothe_planner.prompts import phases
 from soothe_planner.wire import AssessStatus, ChooseContinuation, ReflectOnPlan, RouteIntake, generation_model
 
 SYSTEM_SCHEMAS: dict[str, type[BaseModel]] = {

@@ -1,0 +1,481 @@
+"""LLMPlanner: both planner protocols on any LangChain chat model, honest when the model fails.
+
+Each loop iteration first asks the cheap question — is the goal done? — and pays for plan
+generation only when it is not, so a ``done`` at iteration ≥ 1 costs exactly one call. Every call
+goes through one robust path (``_calls.Caller``: structured output, salvage, one raw call, bounded
+re-asks, transport retries) and one concurrency slot. A plan the model writes is validated whole
+(ids, dependencies, cycles, the step cap, the capability allow-list) and a broken one is re-asked
+like a parse error. When every attempt fails the caller gets a ``PlanGenerationError`` carrying
+each attempt — or, with ``on_failure="degraded"``, a result marked ``degraded`` that never counts
+as progress and can never be ``done``. Failure is never reported as success.
+
+Decisions recorded here:
+
+- ``keep`` stands only when a plan is in flight. ``keep`` with nothing in flight costs one more
+  generation call that asks for steps; the loop never aborts on it.
+- At iteration 0 with no evidence there is nothing to assess for a ``simple`` intake or a
+  follow-up turn: phase 1 returns ``continue`` without a call. (For a follow-up, the continuation
+  discriminator runs in phase 2 instead.) Otherwise phase 1 runs, guarded: ``done`` at iteration 0
+  with no evidence becomes ``continue`` (``reject_done_at_iteration_zero``), logged and counted.
+- A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
+  ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
+  the graph's nodes agree; the graph ends the goal after that step succeeds.
+- ``revise_plan`` marks the old plan ``revised`` (the caller's object) and returns a new revision
+  with the same id: finished steps keep ids, dependencies, statuses and results, because the
+  model's answer is merged through a ``PlanManager`` in which finished nodes are immutable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel
+
+from soothe_planner import dag
+from soothe_planner._calls import Caller, Tally
+from soothe_planner.concurrency import ConcurrencyController
+from soothe_planner.errors import PlanGenerationError
+from soothe_planner.models import (
+    AgentDecision,
+    ContinuationAssessment,
+    IntakeRoute,
+    LoopState,
+    Plan,
+    PlanContext,
+    PlannerSettings,
+    PlanResult,
+    Reflection,
+    StatusAssessment,
+    StepResult,
+)
+from soothe_planner.parsing import parse_decision, parse_object
+from soothe_planner.plan_manager import PlanManager
+from soothe_planner.prompts import escape_data, phases
+from soothe_planner.reflection import deterministic_reflection
+from soothe_planner.wire import (
+    AssessStatus,
+    ChooseContinuation,
+    GeneratePlan,
+    ReflectOnPlan,
+    RouteIntake,
+    generation_model,
+    to_continuation,
+    to_decision,
+    to_status_assessment,
+)
+
+__all__ = ["LLMPlanner"]
+
+logger = logging.getLogger("soothe_planner.planner")
+
+PlanManagerFactory = Callable[[str, PlanContext], PlanManager]
+
+
+@dataclass
+class _Generated:
+    """A generation answer, from the structured path or the lenient parser alike."""
+
+    plan_action: Literal["new", "keep"]
+    decision: AgentDecision | None
+    next_action: str = ""
+    warnings: list[str] = field(default_factory=list)
+    raw: str = ""  # what the model wrote, for PlanResult.full_output
+
+
+def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None:
+    """The decision still running: the manager's unfinished steps, or the state's current batch."""
+    if pm is not None:
+        return pm.in_flight_decision()
+    if state.current_decision is None:
+        return None
+    done = {r.step_id for r in state.step_results}
+    unfinished = [s for s in state.current_decision.steps if s.id not in done]
+    return state.current_decision if unfinished else None
+
+
+class LLMPlanner:
+    """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
+
+    ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
+    ``controller`` bounds every call; a private one is made when none is given.
+    ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
+    transport_retry, degraded, guard_overrides, keep_without_plan, budget_overflow, failed.
+    """
+
+    def __init__(
+        self,
+        model: BaseChatModel,
+        *,
+        assess_model: BaseChatModel | None = None,
+        settings: PlannerSettings | None = None,
+        controller: ConcurrencyController | None = None,
+        plan_manager_factory: PlanManagerFactory | None = None,
+    ) -> None:
+        self.model = model
+        self.assess_model = assess_model or model
+        self.settings = settings or PlannerSettings()
+        self.controller = controller or ConcurrencyController()
+        self.stats: Counter[str] = Counter()
+        self._caller = Caller(self.settings, self.controller, self.stats)
+        self._pm_factory = plan_manager_factory or self._default_manager
+
+    def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
+        names = context.capability_names()
+        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None)
+
+    def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
+        if prompt.over_budget:
+            self.stats["budget_overflow"] += 1
+            logger.warning(
+                "%s: prompt of %d characters is over the budget of %d even after trimming state; sent whole",
+                prompt.phase, prompt.chars, prompt.budget_chars,
+            )
+        elif prompt.trimmed:
+            self.stats["budget_trims"] += 1
+            logger.info("%s: trimmed %s to fit the prompt budget", prompt.phase, prompt.trimmed)
+        return prompt
+
+    # ================================================================== LoopPlannerProtocol
+
+    async def plan(
+        self, goal: str, state: LoopState, context: PlanContext, plan_manager: PlanManager | None = None
+    ) -> PlanResult:
+        """Phase 1, then phase 2 only when not done. ``llm_calls`` counts this call's requests."""
+        tally = Tally()
+        assessment = await self._assess(goal, state, context, plan_manager, tally)
+        if assessment.status == "done":
+            return self._done_result(assessment, tally)
+        return await self._generate(goal, state, context, assessment, plan_manager, tally)
+
+    async def assess_status(
+        self, goal: str, state: LoopState, context: PlanContext, plan_manager: PlanManager | None = None
+    ) -> StatusAssessment:
+        """Phase 1: done, continue or replan (see the module docstring for the guard)."""
+        return await self._assess(goal, state, context, plan_manager, Tally())
+
+    async def generate_from_assessment(
+        self,
+        goal: str,
+        state: LoopState,
+        context: PlanContext,
+        assessment: StatusAssessment,
+        plan_manager: PlanManager | None = None,
+    ) -> PlanResult:
+        """Phase 2: a ``new`` decision validated against the DAG, or ``keep`` if a plan is in flight."""
+        tally = Tally()
+        if assessment.status == "done":
+            return self._done_result(assessment, tally)
+        return await self._generate(goal, state, context, assessment, plan_manager, tally)
+
+    def _done_result(self, a: StatusAssessment, tally: Tally) -> PlanResult:
+        return PlanResult(
+            status="done", plan_action="keep", goal_progress=a.goal_progress, confidence=a.confidence,
+            evidence_summary=a.summary, require_goal_completion=a.require_goal_completion, llm_calls=tally.calls,
+        )
+
+    async def _assess(
+        self, goal: str, state: LoopState, context: PlanContext, pm: PlanManager | None, tally: Tally
+    ) -> StatusAssessment:
+        fresh = state.iteration == 0 and not state.step_results
+        if fresh and (state.continuation or state.intake == "simple"):
+            why = "follow-up turn: the continuation check decides" if state.continuation else "simple intake"
+            return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0, summary=f"nothing to assess yet ({why})")
+        prompt = self._prompt_checked(phases.assess_prompt(goal, state, pm, self.settings))
+        try:
+            outcome = await self._caller.structured(
+                self.assess_model, AssessStatus, prompt.messages(), phase="plan-assess",
+                convert=lambda m: to_status_assessment(m),  # type: ignore[arg-type]
+                parse_text=lambda t: to_status_assessment(parse_object(t, AssessStatus)[0]),
+                tally=tally, thread_id=state.thread_id, iteration=state.iteration,
+            )
+        except PlanGenerationError as exc:
+            if self.settings.on_failure != "degraded":
+                raise
+            prev = state.previous_assessment
+            self.stats["degraded"] += 1
+            logger.error("plan-assess: degraded after %d attempts; not counted as progress", len(exc.attempts))
+            return StatusAssessment(
+                status="continue", goal_progress=prev.goal_progress if prev else 0.0, confidence=0.0,
+                summary=f"degraded: the planner could not assess ({len(exc.attempts)} attempts failed)", degraded=True,
+            )
+        a = outcome.value
+        if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
+            self.stats["guard_overrides"] += 1
+            logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
+            a = a.model_copy(update={"status": "continue", "summary": f"[guard: done at iteration 0 with no evidence] {a.summary}".strip()})
+        return a
+
+    async def _generate(
+        self,
+        goal: str,
+        state: LoopState,
+        context: PlanContext,
+        assessment: StatusAssessment,
+        pm: PlanManager | None,
+        tally: Tally,
+    ) -> PlanResult:
+        terminal = False
+        max_steps = self.settings.max_plan_steps
+        instruction = ""
+        warnings: list[str] = []
+        if state.continuation and state.iteration == 0 and not state.step_results:
+            cont = await self._continuation(goal, state.prior_goals, context, tally, state.thread_id)
+            if cont.action == "bootstrap":
+                terminal, max_steps = True, 1
+                instruction = "This follow-up builds on earlier work: answer it with exactly one step."
+        in_flight = _in_flight(state, pm)
+        replace = assessment.status == "replan"
+        try:
+            gen = await self._generation_call(
+                goal, state, context, assessment, pm, tally,
+                # a 'keep' is accepted here and, with nothing in flight, answered below by asking for steps
+                max_steps=max_steps, instruction=instruction, allow_keep=True, replace=replace,
+            )
+            if gen.plan_action == "keep" and in_flight is None:
+                self.stats["keep_without_plan"] += 1
+                logger.warning("plan-generate: 'keep' with no plan in flight; asking once more for steps")
+                warnings.append("the model answered 'keep' with no plan in flight; steps were asked for")
+                gen = await self._generation_call(
+                    goal, state, context, assessment, pm, tally, max_steps=max_steps,
+                    instruction=(instruction + " " + phases.keep_without_plan_note()).strip(),
+                    allow_keep=False, replace=replace,
+                )
+        except PlanGenerationError as exc:
+            if self.settings.on_failure != "degraded":
+                raise
+            self.stats["degraded"] += 1
+            logger.error("plan-generate: degraded after %d attempts; the in-flight plan (if any) stands", len(exc.attempts))
+            prev = state.previous_assessment
+            return PlanResult(
+                status="replan" if assessment.status == "replan" else "continue", plan_action="keep",
+                goal_progress=min(assessment.goal_progress, prev.goal_progress) if prev else 0.0, confidence=0.0,
+                evidence_summary=assessment.summary, degraded=True, llm_calls=tally.calls,
+                warnings=[*warnings, str(exc)],
+            )
+        if gen.plan_action == "keep" and assessment.status == "replan":
+            warnings.append("the assessment said 'replan' but generation kept the plan in flight")
+        degraded = assessment.degraded
+        prev = state.previous_assessment
+        progress = assessment.goal_progress
+        if degraded:  # a degraded assessment never counts as progress
+            progress = prev.goal_progress if prev else 0.0
+        return PlanResult(
+            status="replan" if assessment.status == "replan" else "continue",
+            plan_action=gen.plan_action,
+            decision=gen.decision if gen.plan_action == "new" else None,
+            goal_progress=progress,
+            confidence=assessment.confidence,
+            next_action=gen.next_action,
+            plan_reasoning=(gen.decision.reasoning if gen.decision else "") or gen.next_action,
+            evidence_summary=assessment.summary,
+            full_output=gen.raw,
+            require_goal_completion=assessment.require_goal_completion,
+            terminal_after_execute=terminal,
+            degraded=degraded,
+            llm_calls=tally.calls,
+            warnings=[*warnings, *gen.warnings],
+        )
+
+    async def _generation_call(
+        self,
+        goal: str,
+        state: LoopState,
+        context: PlanContext,
+        assessment: StatusAssessment | None,
+        pm: PlanManager | None,
+        tally: Tally,
+        *,
+        max_steps: int,
+        instruction: str,
+        allow_keep: bool,
+        replace: bool,
+        phase: str = "plan-generate",
+    ) -> _Generated:
+        prompt = self._prompt_checked(
+            phases.generate_prompt(goal, state, context, assessment, pm, self.settings,
+                                   max_steps=max_steps, instruction=instruction)
+        )
+        validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
+        outcome = await self._caller.structured(
+            self.model, generation_model(max_steps), prompt.messages(), phase=phase,
+            convert=self._from_wire, parse_text=self._text_parser(context, max_steps), validate=validate,
+            tally=tally, thread_id=state.thread_id, iteration=state.iteration,
+        )
+        outcome.value.raw = outcome.raw_text
+        return outcome.value
+
+    # ------------------------------------------------------------------ generation helpers
+
+    @staticmethod
+    def _from_wire(obj: BaseModel) -> _Generated:
+        assert isinstance(obj, GeneratePlan)
+        decision = to_decision(obj) if obj.plan_action == "new" else None
+        return _Generated(obj.plan_action, decision, obj.next_action)
+
+    def _text_parser(self, context: PlanContext, max_steps: int) -> Callable[[str], _Generated]:
+        names = context.capability_names() or None
+
+        def parse(text: str) -> _Generated:
+            pd = parse_decision(text, known_capabilities=names, max_steps=max_steps)
+            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
+
+        return parse
+
+    def _decision_validator(
+        self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
+    ) -> Callable[[_Generated], list[str]]:
+        names = context.capability_names() or None
+
+        def validate(gen: _Generated) -> list[str]:
+            if gen.plan_action == "keep":
+                if allow_keep:
+                    return []
+                return ["there is no plan in flight, so plan_action 'keep' is not possible: "
+                        "answer plan_action 'new' with at least one step"]
+            if gen.decision is None or not gen.decision.steps:
+                return ["plan_action 'new' needs at least one step"]
+            if len(gen.decision.steps) > max_steps:
+                return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
+            if pm is not None:
+                return pm.validate(gen.decision, replace=replace)
+            return dag.validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
+
+        return validate
+
+    # ------------------------------------------------------------------ continuation, intake, answer
+
+    async def assess_continuation(
+        self, goal: str, prior_completed_goals: list[str], context: PlanContext
+    ) -> ContinuationAssessment:
+        """``bootstrap`` (one step, then done) or ``plan_generate``, with guardrails."""
+        return await self._continuation(goal, prior_completed_goals, context, Tally(), context.thread_id)
+
+    async def _continuation(
+        self, goal: str, prior: list[str], context: PlanContext, tally: Tally, thread_id: str | None
+    ) -> ContinuationAssessment:
+        if context.intake == "complex":
+            self.stats["guard_overrides"] += 1
+            return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
+        prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
+        outcome = await self._caller.structured(
+            self.assess_model, ChooseContinuation, prompt.messages(), phase="continuation",
+            convert=lambda m: to_continuation(m),  # type: ignore[arg-type]
+            parse_text=lambda t: to_continuation(parse_object(t, ChooseContinuation)[0]),
+            tally=tally, thread_id=thread_id, iteration=0,
+        )
+        ca = outcome.value
+        if ca.action == "bootstrap":
+            reason = ""
+            if context.intake == "simple":
+                reason = "guard: simple intake needs a plan, bootstrap overridden"
+            elif not ca.reasoning.strip():
+                reason = "guard: bootstrap without reasoning overridden"
+            if reason:
+                self.stats["guard_overrides"] += 1
+                logger.warning("continuation: %s", reason)
+                ca = ContinuationAssessment(action="plan_generate", reasoning=f"{reason}. {ca.reasoning}".strip())
+        return ca
+
+    async def route_intake(self, goal: str, context: PlanContext) -> tuple[IntakeRoute, str]:
+        """``(route, answer)``: trivial requests are answered here; others get an empty answer."""
+        tally = Tally()
+        prompt = self._prompt_checked(phases.intake_prompt(goal, context, self.settings))
+        outcome = await self._caller.structured(
+            self.assess_model, RouteIntake, prompt.messages(), phase="intake",
+            convert=lambda m: m,
+            parse_text=lambda t: parse_object(t, RouteIntake)[0],
+            tally=tally, thread_id=context.thread_id, iteration=0,
+        )
+        routed = outcome.value
+        assert isinstance(routed, RouteIntake)
+        if routed.route != "trivial":
+            return routed.route, ""
+        answer = routed.answer or await self.answer(goal, context)
+        return "trivial", answer
+
+    async def answer(self, goal: str, context: PlanContext, evidence: str = "") -> str:
+        """A plain-text answer to ``goal``, from ``evidence`` when given (trivial intake, synthesis)."""
+        prompt = self._prompt_checked(phases.answer_prompt(goal, context, evidence, self.settings))
+        text = await self._caller.text(self.model, prompt.messages(), phase="answer", tally=Tally(), thread_id=context.thread_id)
+        return text.strip()
+
+    # ================================================================== PlannerProtocol
+
+    async def create_plan(self, goal: str, context: PlanContext) -> Plan:
+        """One generation call (plus repairs), validated whole before it is returned."""
+        pm = self._pm_factory(goal, context)
+        state = LoopState(goal=goal, thread_id=context.thread_id or "default", max_iterations=self.settings.max_iterations,
+                          recent_messages=list(context.recent_messages))
+        gen = await self._generation_call(
+            goal, state, context, None, pm, Tally(), max_steps=self.settings.max_plan_steps,
+            instruction="Write the whole plan now.", allow_keep=False, replace=False,
+        )
+        assert gen.decision is not None
+        pm.ingest(gen.decision, 0)
+        plan = pm.to_plan()
+        return plan.model_copy(update={"goal": goal, "reasoning": gen.decision.reasoning or gen.next_action})
+
+    async def revise_plan(self, plan: Plan, reflection: Reflection, thread_id: str | None = None) -> Plan:
+        """A new revision: finished steps are kept as they were; pending ones may be rewritten."""
+        context = PlanContext(thread_id=thread_id)
+        pm = self._manager_from_plan(plan)
+        prompt = self._prompt_checked(phases.revise_prompt(plan.goal, escape_plan(pm), reflection, context, self.settings))
+        validate = self._decision_validator(plan.goal, context, pm, allow_keep=False, replace=True,
+                                            max_steps=self.settings.max_plan_steps)
+        outcome = await self._caller.structured(
+            self.model, generation_model(self.settings.max_plan_steps), prompt.messages(), phase="revise",
+            convert=self._from_wire, parse_text=self._text_parser(context, self.settings.max_plan_steps),
+            validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
+        )
+        gen = outcome.value
+        assert gen.decision is not None
+        pm.ingest(gen.decision, plan.revision + 1, replace=True)
+        revised = pm.to_plan()
+        plan.status = "revised"
+        return revised.model_copy(update={
+            "id": plan.id, "goal": plan.goal, "revision": plan.revision + 1, "status": "active",
+            "concurrency": plan.concurrency, "is_plan_only": plan.is_plan_only,
+            "reasoning": gen.decision.reasoning or gen.next_action,
+        })
+
+    def _manager_from_plan(self, plan: Plan) -> PlanManager:
+        """A manager holding ``plan`` with every status and result as recorded."""
+        return PlanManager.from_plan(plan, max_plan_steps=self.settings.max_plan_steps)
+
+    async def reflect(
+        self, plan: Plan, step_results: list[StepResult], goal_context: str | None = None
+    ) -> Reflection:
+        """Deterministic facts; with ``llm_reflection`` the model's judgment is layered on top."""
+        facts = deterministic_reflection(plan, step_results)
+        if not self.settings.llm_reflection:
+            return facts
+        goal = plan.goal if not goal_context else f"{plan.goal}\n{goal_context}"
+        merged = {s.id: s for s in plan.steps}
+        for r in step_results:
+            if r.step_id in merged:
+                s = merged[r.step_id]
+                merged[r.step_id] = s.model_copy(update={"result": r, "status": "completed" if r.success else "failed"})
+        prompt = self._prompt_checked(phases.reflect_prompt(goal, plan.model_copy(update={"steps": list(merged.values())}),
+                                                            step_results, self.settings))
+        outcome = await self._caller.structured(
+            self.model, ReflectOnPlan, prompt.messages(), phase="reflect",
+            convert=lambda m: m, parse_text=lambda t: parse_object(t, ReflectOnPlan)[0], tally=Tally(),
+            iteration=plan.revision,
+        )
+        judged = outcome.value
+        assert isinstance(judged, ReflectOnPlan)
+        return facts.model_copy(update={
+            "assessment": f"{facts.assessment}. {judged.assessment}",
+            "should_revise": judged.should_revise,
+            "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
+        })
+
+
+def escape_plan(pm: PlanManager) -> str:
+    return escape_data(pm.planning_context())
+
