@@ -220,7 +220,10 @@ def _unwrap(
                     f"'{key}' must be a list of step objects, got {type(steps).__name__}", text
                 )
             return head, steps, warnings
-        wrapper = next(k for k in _WRAPPERS if isinstance(value.get(k), dict | list))
+        wrapper = next((k for k in _WRAPPERS if isinstance(value.get(k), dict | list)), None)
+        if wrapper is None:
+            head.update(value)  # a wrapper holding plan fields but no steps (or cut before them)
+            return head, None, warnings
         head.update({k: v for k, v in value.items() if k != wrapper})
         value = value[wrapper]
     raise PlanParseError("the plan is wrapped more than three levels deep", text)

@@ -149,8 +149,8 @@ def test_an_injected_cycle_always_raises_and_the_named_cycle_is_real(data: st.Da
         named = e.reason.removeprefix("cycle: ").split(" (")[0].split(" -> ")
         deps = {s["id"]: s["depends_on"] for s in steps}
         assert named[0] == named[-1] and len(named) >= 3
-        for a, b in pairwise(named):
-            assert b in deps[a], f"{a} does not depend on {b}"
+        for x, y in pairwise(named):
+            assert y in deps[x], f"{x} does not depend on {y}"
     else:
         raise AssertionError("a cyclic plan was accepted")
 
