@@ -251,3 +251,30 @@ async def test_peak_in_flight_llm_calls_never_exceeds_the_global_limit() -> None
     assert controller.peak_llm_calls == limit
     assert controller.total_llm_calls == 4 + 4  # intake, 2 assessments, 1 generation + 4 agent calls
     print(f"peak in-flight LLM calls {controller.peak_llm_calls} of limit {limit}")
+
+
+def test_langgraph_json_points_at_a_factory_that_returns_the_compiled_loop(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    from langgraph.graph.state import CompiledStateGraph
+
+    root = Path(__file__).resolve().parent.parent
+    spec = json.loads((root / "langgraph.json").read_text())["graphs"]["strange_loop"]
+    file, attr = spec.split(":")
+    module_spec = importlib.util.spec_from_file_location("soothe_server_under_test", root / file)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+
+    (tmp_path / "script.json").write_text("[]")
+    (tmp_path / "soothe.yaml").write_text("checkpoint:\n  backend: memory\nrun:\n  approval: true\n")
+    monkeypatch.setenv("SOOTHE_SCRIPTED_MODEL", str(tmp_path / "script.json"))
+    monkeypatch.setenv("SOOTHE_CONFIG", str(tmp_path / "soothe.yaml"))
+    graph = getattr(module, attr)()
+    assert isinstance(graph, CompiledStateGraph)
+    assert {"intake", "plan_assess", "plan_generate", "validate", "approve", "execute"} <= set(graph.nodes)
+    assert graph.checkpointer is None  # the server brings its own persistence
