@@ -17,6 +17,9 @@ What was weighed:
   subagent's tool node turns the exception into a message the model can read.
 - Sizes are capped (a read, a listing, the search hits, a write) so one call cannot flood a prompt
   or fill a disk; a truncated answer says so.
+- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so the executor
+  hands a step that names it to an agent that fills the arguments in, rather than passing the
+  step's prose description as a path.
 """
 
 from __future__ import annotations
@@ -95,28 +98,38 @@ def make_builtin_tools(workspace: str | Path) -> dict[str, BaseTool]:
     if not root.is_dir():
         raise ToolException(f"workspace {str(workspace)!r} is not an existing folder")
 
-    def list_dir(path: str = ".") -> str:
+    def list_dir(path: str = ".", recursive: bool = False) -> str:
         target = resolve_in_workspace(root, path)
         if not target.is_dir():
             raise ToolException(f"{path!r} is not a folder in the workspace")
-        entries = sorted(target.iterdir(), key=lambda p: p.name)
-        lines = [p.name + ("/" if p.is_dir() else "") for p in entries[:MAX_LIST_ENTRIES]]
-        if len(entries) > MAX_LIST_ENTRIES:
-            lines.append(f"... ({len(entries) - MAX_LIST_ENTRIES} more entries not shown)")
+        if recursive:
+            entries = [p for p in _walk_files(root, target)]
+            names = [_relative(root, p) for p in entries]
+        else:
+            entries = sorted(target.iterdir(), key=lambda p: p.name)
+            names = [p.name + ("/" if p.is_dir() else "") for p in entries]
+        lines = names[:MAX_LIST_ENTRIES]
+        if len(names) > MAX_LIST_ENTRIES:
+            lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")
         return "\n".join(lines) if lines else f"{_relative(root, target)} is empty"
 
-    def read_file(path: str) -> str:
+    def read_file(path: str, start_line: int = 1) -> str:
         target = resolve_in_workspace(root, path)
         if not target.is_file():
             raise ToolException(f"{path!r} is not a file in the workspace")
         with target.open("rb") as fh:
-            data = fh.read(MAX_READ_CHARS * 4 + 1)
+            data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
         if _is_binary(data[:8192]):
             raise ToolException(f"{path!r} is a binary file; only text files can be read")
         text = data.decode("utf-8", errors="replace")
+        if start_line > 1:
+            text = "".join(text.splitlines(keepends=True)[start_line - 1 :])
         size = target.stat().st_size
         if len(text) > MAX_READ_CHARS or size > len(data):
-            return text[:MAX_READ_CHARS] + f"\n... [truncated: file is {size} bytes, shown {MAX_READ_CHARS} chars]"
+            return text[:MAX_READ_CHARS] + (
+                f"\n... [truncated: file is {size} bytes, shown {MAX_READ_CHARS} chars; "
+                "read on with start_line]"
+            )
         return text
 
     def search_text(pattern: str, path: str = ".", regex: bool = False) -> str:
@@ -165,8 +178,17 @@ def make_builtin_tools(workspace: str | Path) -> dict[str, BaseTool]:
         return f"wrote {len(content.encode('utf-8'))} bytes to {_relative(root, target)}"
 
     specs: list[tuple[Callable[..., str], str, bool]] = [
-        (list_dir, "List the files and folders in a workspace folder (default: the workspace root).", True),
-        (read_file, f"Read a text file from the workspace (at most {MAX_READ_CHARS} characters).", True),
+        (
+            list_dir,
+            "List the files and folders in a workspace folder (default: the workspace root); "
+            "recursive=true lists every file below it.",
+            True,
+        ),
+        (
+            read_file,
+            f"Read a text file from the workspace (at most {MAX_READ_CHARS} characters, from start_line).",
+            True,
+        ),
         (
             search_text,
             "Search the workspace's text files for a pattern (case-insensitive; regex=true for a regular "

@@ -144,3 +144,20 @@ def test_missing_workspace_is_refused(tmp_path: Path) -> None:
 def test_resolve_in_workspace_rejects_nul_bytes(workspace: Path) -> None:
     with pytest.raises(ToolException, match="not a valid path"):
         resolve_in_workspace(workspace, "a\x00b")
+
+
+def test_list_dir_recursive_lists_every_file_below(workspace: Path) -> None:
+    out = make_builtin_tools(workspace)["list_dir"].invoke({"recursive": True})
+    assert out.splitlines() == ["notes.md", "src/app.py"]
+
+
+def test_read_file_from_a_start_line(workspace: Path) -> None:
+    assert make_builtin_tools(workspace)["read_file"].invoke({"path": "notes.md", "start_line": 2}) == (
+        "TODO: write the intro\n"
+    )
+
+
+def test_no_builtin_takes_a_single_string_so_prose_is_never_used_as_a_path(workspace: Path) -> None:
+    from soothe_planner.execution.runners import single_string_field
+
+    assert [n for n, t in make_builtin_tools(workspace).items() if single_string_field(t)] == []
