@@ -39,10 +39,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError, PlanParseError
@@ -110,6 +111,19 @@ def raw_text_of(message: Any) -> str:
     if message.invalid_tool_calls:
         return str(message.invalid_tool_calls[0].get("args") or "")
     return message.text if isinstance(message.text, str) else str(message.content)
+
+
+def _text_in_error(exc: Exception) -> str:
+    """The model text a parsing error carries, if any (pydantic keeps the input it rejected)."""
+    if isinstance(exc, OutputParserException) and exc.llm_output:
+        return str(exc.llm_output)
+    if isinstance(exc, ValidationError):
+        for error in exc.errors():
+            if error.get("type") == "json_invalid" or error.get("loc") == ():
+                value = error.get("input")
+                if isinstance(value, str):
+                    return value
+    return ""
 
 
 @dataclass
@@ -278,9 +292,13 @@ class Caller:
             except Exception as exc:
                 if is_transport_error(exc):
                     raise
-                raise _Failed(kind, f"{type(exc).__name__}: {exc}", "", semantic=False,
-                              error_type="unsupported") from exc
-            raw = raw_text_of(out.get("raw")) if isinstance(out, dict) else ""
+                if not isinstance(exc, ValidationError | OutputParserException):
+                    raise _Failed(kind, f"{type(exc).__name__}: {exc}", "", semantic=False,
+                                  error_type="unsupported") from exc
+                # some clients validate inside the call (openai's parse() for json_schema): the
+                # format worked, the content did not — the text is in the error, salvage it
+                out = {"raw": None, "parsed": None, "parsing_error": exc, "text": _text_in_error(exc)}
+            raw = out.get("text") or raw_text_of(out.get("raw")) if isinstance(out, dict) else ""
             parsed = out.get("parsed") if isinstance(out, dict) else out
             perr = out.get("parsing_error") if isinstance(out, dict) else None
             if perr is None and isinstance(parsed, BaseModel):
