@@ -487,3 +487,29 @@ async def test_structured_tool_without_agent_model_fails_with_no_runner() -> Non
     ex = StepExecutor(tools=[_write_tool([])])
     (res,) = await run(ex, _manager([{"id": "s1", "description": "w", "tools": ["write_file"]}]))
     assert res.error_type == "no_runner" and "write_file" in (res.error or "")
+
+
+async def test_remote_step_runs_a_real_remote_graph_client_over_a_mock_transport() -> None:
+    import httpx
+    from langgraph.pregel.remote import RemoteGraph
+    from langgraph_sdk.client import LangGraphClient
+
+    requests: list[dict[str, Any]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        requests.append({"path": request.url.path, "body": json.loads(request.content or b"{}")})
+        body = (
+            'event: metadata\ndata: {"run_id": "r1"}\n\n'
+            'event: values\ndata: {"messages": [{"type": "human", "content": "q"}, '
+            '{"type": "ai", "content": "remote answer"}]}\n\n'
+        )
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body.encode())
+
+    client = LangGraphClient(httpx.AsyncClient(base_url="http://remote.invalid", transport=httpx.MockTransport(handler)))
+    ex = StepExecutor(remotes={"researcher": RemoteGraph("agent", client=client)})
+    pm = _manager([{"id": "s1", "description": "ask far away", "subagent": "researcher", "execution_hint": "remote"}])
+    (res,) = await run(ex, pm)
+    assert res.success and res.output == "remote answer"
+    (req,) = requests
+    assert req["path"].endswith("/runs/stream") and req["body"]["assistant_id"] == "agent"
+    assert req["body"]["input"]["messages"][0]["content"].startswith("ask far away")

@@ -278,3 +278,32 @@ def test_langgraph_json_points_at_a_factory_that_returns_the_compiled_loop(
     assert isinstance(graph, CompiledStateGraph)
     assert {"intake", "plan_assess", "plan_generate", "validate", "approve", "execute"} <= set(graph.nodes)
     assert graph.checkpointer is None  # the server brings its own persistence
+
+
+@pytest.mark.parametrize(("parallelism", "expected_peak"), [("sequential", 1), ("dependency", 3)])
+async def test_policy_step_parallelism_decides_how_many_steps_run_at_once(parallelism: str, expected_peak: int) -> None:
+    from langchain_core.tools import StructuredTool
+
+    in_flight = 0
+    peak = 0
+    three = asyncio.Event()
+
+    async def work(text: str) -> str:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        if in_flight == 3:
+            three.set()
+        if parallelism != "sequential":
+            await asyncio.wait_for(three.wait(), 10.0)
+        await asyncio.sleep(0)
+        in_flight -= 1
+        return "worked"
+
+    script = PhaseScript(AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+                         GeneratePlan=[plan(step("a", tools=["work"]), step("b", tools=["work"]),
+                                            step("c", tools=["work"]), mode="parallel")])
+    tool = StructuredTool.from_function(coroutine=work, name="work", description="w", metadata={"read_only": True})
+    state, _, _ = await _run(script, StepExecutor(tools=[tool]),
+                             policy=ConcurrencyPolicy(step_parallelism=parallelism))  # type: ignore[arg-type]
+    assert state["status"] == "done" and peak == expected_peak

@@ -81,6 +81,9 @@ def output_text(result: Any) -> tuple[str, dict[str, Any]]:
         messages = result.get("messages")
         if isinstance(messages, Sequence) and messages and isinstance(messages[-1], BaseMessage):
             return _content_text(messages[-1].content), {}
+        # A remote graph's state arrives as JSON: messages are dicts with a "content" key.
+        if isinstance(messages, Sequence) and messages and isinstance(messages[-1], Mapping) and "content" in messages[-1]:
+            return _content_text(messages[-1]["content"]), {}
         try:
             return json.dumps(result, ensure_ascii=False, default=str), dict(result)
         except (TypeError, ValueError):
