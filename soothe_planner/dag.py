@@ -28,6 +28,7 @@ __all__ = ["PlanDAG", "blocked_result", "find_cycle", "validate_steps"]
 
 StepLike = StepAction | PlanStep
 _LISTED = 8
+_PAST = {"failed": "failed", "skipped": "was skipped"}
 _END = object()
 
 
@@ -159,7 +160,7 @@ def validate_steps(
                 status = existing[dep].status
                 if pending and status in ("failed", "skipped"):
                     errors.append(
-                        f"step {q(step.id)} depends on step '{dep}', which {status} and will never complete "
+                        f"step {q(step.id)} depends on step '{dep}', which {_PAST[status]} and will never complete "
                         "(depend on a completed step, or plan a new step to redo that work)"
                     )
             else:
@@ -313,32 +314,30 @@ class PlanDAG:
             del self._ready[node.id]
         return node
 
-    def remove(self, step_ids: Collection[str]) -> list[PlanStep]:
-        """Take pending nodes out of the graph; a node still needed by one that stays is an error."""
-        doomed = set(step_ids)
-        errors = []
-        for sid in dict.fromkeys(step_ids):
-            node = self.node(sid)
-            if node.status != "pending":
-                errors.append(f"step '{sid}' is {node.status}; only pending steps can be removed")
-            kept = [c for c in self._children[sid] if c not in doomed]
-            if kept:
-                errors.append(
-                    f"step '{sid}' cannot be removed: steps {_listing(kept)} depend on it (remove them too)"
-                )
+    def supersede(self, step_ids: Collection[str], reason: str) -> list[str]:
+        """Retire pending nodes as ``skipped`` with a ``superseded`` result.
+
+        They stay in the graph rather than being deleted: a finished node may still name one as a
+        dependency (a step skipped because another of its dependencies failed), and an id that
+        stays taken can never be reused for different work.
+        """
+        ids = list(dict.fromkeys(step_ids))
+        errors = [
+            f"step '{sid}' is {self.node(sid).status}; only pending steps can be superseded"
+            for sid in ids
+            if self.node(sid).status != "pending"
+        ]
         if errors:
             raise PlanValidationError(errors)
-        removed = []
-        for sid in [s for s in self.nodes if s in doomed]:
-            node = self.nodes.pop(sid)
-            for dep in node.depends_on:
-                if dep not in doomed:
-                    self._children[dep].pop(sid, None)
-            del self._children[sid], self._unmet[sid]
+        for sid in ids:
+            node = self.nodes[sid]
+            node.status = "skipped"
+            node.result = StepResult(
+                step_id=sid, success=False, error=reason, error_type="superseded", attempt=0
+            )
             self._ready.pop(sid, None)
             self._unfinished -= 1
-            removed.append(node)
-        return removed
+        return ids
 
     # ------------------------------------------------------------------ running
 

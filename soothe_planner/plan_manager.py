@@ -4,16 +4,17 @@ One ``PlanManager`` per goal holds a goal-wide ``PlanDAG`` and the history of wh
 did to it. What was weighed:
 
 - **Ids are goal-scoped and stable.** Ids of one decision are kept as given, so the model's own
-  references keep working. A step id that names a node which can no longer change (in progress,
-  finished, or superseded earlier) gets a fresh id ``<id>.<n>`` matching the wire id pattern, and
+  references keep working. A step id that names a node which can no longer change (in progress
+  or finished, superseded ones included) gets a fresh id ``<id>.<n>`` matching the wire id pattern, and
   references inside the same decision follow the rename: re-listing finished work means "do it
   again", never "rewrite what happened". A step id naming a pending node refreshes that node.
 - **Validate whole, then mutate.** Every ingest is checked first (``dag.validate_steps``); on any
   error the manager is unchanged. The same holds for a batch of step outcomes.
 - **Nothing disappears silently.** ``replace=True`` (after a ``replan``) supersedes pending nodes
-  the decision does not list; they are recorded in the history with their full content, and
-  their ids are never reused for other work. A failed step's dependents are skipped with a
-  recorded ``blocked`` result.
+  the decision does not list: they stay in the graph as ``skipped`` with a ``superseded`` result
+  (deleting them would leave dangling edges from finished steps and free their ids for other
+  work) and are listed in the history. A failed step's dependents are skipped with a recorded
+  ``blocked`` result.
 - **Failure policy is one rule for every path:** ``block``, or ``retry(n)`` then block.
 - **State is plain data.** ``to_dict()`` is JSON-mode, so it rides in LangGraph checkpoints.
 """
@@ -65,12 +66,11 @@ class IngestReport(BaseModel):
 
 
 class PlanRevision(IngestReport):
-    """One entry of the plan history: an ingest, with the full content of what it superseded."""
+    """One entry of the plan history: what one ingest did, at which iteration, and why."""
 
     iteration: int = 0
     action: Literal["extend", "replace"] = "extend"
     reasoning: str = ""
-    superseded_steps: list[PlanStep] = Field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +82,10 @@ class _Prepared:
     renamed: dict[str, str] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     superseded: list[str] = field(default_factory=list)
+
+
+def _superseded(node: PlanStep) -> bool:
+    return node.result is not None and node.result.error_type == "superseded"
 
 
 class PlanManager:
@@ -107,7 +111,6 @@ class PlanManager:
         self.history: list[PlanRevision] = []
         self.dag = PlanDAG()
         self._counters: dict[str, int] = {}  # rename base -> next suffix to try
-        self._retired: dict[str, None] = {}  # superseded ids: never reused for other work
         self._mode: ExecutionMode = "dependency"
         self._reasoning = ""
 
@@ -161,11 +164,11 @@ class PlanManager:
         nodes = self.dag.nodes
         prep.counters = dict(self._counters)
         given = [s.id for s in decision.steps]
-        # Fresh ids avoid the decision's own ids and retired ones; graph ids are checked in _fresh_id.
-        taken = set(given) | set(self._retired)
+        # Fresh ids avoid the decision's own ids; ids of the graph are checked in _fresh_id.
+        taken = set(given)
         for sid in dict.fromkeys(given):
             node = nodes.get(sid)
-            if sid in self._retired or (node is not None and node.status != "pending"):
+            if node is not None and node.status != "pending":
                 prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
         ren = prep.renamed
         prep.steps = [
@@ -214,19 +217,18 @@ class PlanManager:
         new = [s for s in prep.steps if s.id not in nodes]
         refresh = [s for s in prep.steps if s.id in nodes]
         self.dag.add(new, iteration=iteration, validate=False)
-        # Refresh before removing: a re-listed step may drop its edge to a node being superseded.
+        # Refresh before superseding: a re-listed step may drop its edge to a node being superseded.
         for step in refresh:
             self.dag.refresh(step)
-        gone = self.dag.remove(prep.superseded) if prep.superseded else []
-        for node in gone:
-            self._retired[node.id] = None
+        reason = f"superseded: the plan was replaced at iteration {iteration}"
+        gone = self.dag.supersede(prep.superseded, reason) if prep.superseded else []
         self._counters = prep.counters
         self._mode, self._reasoning = d.execution_mode, d.reasoning
         report = IngestReport(
             added=[s.id for s in new],
             refreshed=[s.id for s in refresh],
             renamed=dict(prep.renamed),
-            superseded=[n.id for n in gone],
+            superseded=gone,
         )
         self.history.append(
             PlanRevision(
@@ -234,7 +236,6 @@ class PlanManager:
                 iteration=iteration,
                 action="replace" if replace else "extend",
                 reasoning=d.reasoning,
-                superseded_steps=gone,
             )
         )
         return report
@@ -326,10 +327,12 @@ class PlanManager:
         return AgentDecision(steps=steps, execution_mode=self._mode, reasoning=self._reasoning)
 
     def to_plan(self) -> Plan:
+        """The DAG as a ``Plan`` (copies, dependencies first): active while work is left, else completed
+        when every step completed or was superseded, else failed."""
         nodes = [self.dag.nodes[sid].model_copy(deep=True) for sid in self.dag.topological_order()]
         if any(not n.finished for n in nodes):
             status: Literal["active", "completed", "failed"] = "active"
-        elif all(n.status == "completed" for n in nodes):
+        elif all(n.status == "completed" or _superseded(n) for n in nodes):
             status = "completed"
         else:
             status = "failed"
@@ -366,7 +369,6 @@ class PlanManager:
             "dag": self.dag.to_dict(),
             "history": [h.model_dump(mode="json") for h in self.history],
             "rename_counters": dict(self._counters),
-            "retired": list(self._retired),
             "execution_mode": self._mode,
             "reasoning": self._reasoning,
         }
@@ -389,7 +391,6 @@ class PlanManager:
         pm.dag = PlanDAG.from_dict(data["dag"])
         pm.history = [PlanRevision.model_validate(h) for h in data["history"]]
         pm._counters = {str(k): int(v) for k, v in data["rename_counters"].items()}
-        pm._retired = dict.fromkeys(data["retired"])
         pm._mode = data["execution_mode"]
         pm._reasoning = data["reasoning"]
         return pm

@@ -242,12 +242,23 @@ def test_refresh_of_a_finished_node_is_refused_and_changes_nothing() -> None:
     assert dag.node("a").description == "do a"
 
 
-def test_remove_refuses_to_orphan_a_dependent() -> None:
-    dag = PlanDAG([act("a"), act("b", "a")])
-    with pytest.raises(PlanValidationError, match="step 'a' cannot be removed: steps b depend on it"):
-        dag.remove(["a"])
-    assert [n.id for n in dag.remove(["a", "b"])] == ["a", "b"]
-    assert len(dag) == 0 and dag.unfinished_count == 0
+def test_supersede_retires_pending_nodes_as_skipped_with_the_reason() -> None:
+    dag = PlanDAG([act("a"), act("b", "a"), act("c")])
+    assert dag.supersede(["a", "b"], "superseded: replanned") == ["a", "b"]
+    a = dag.node("a")
+    assert a.status == "skipped" and a.result is not None
+    assert (a.result.error_type, a.result.error) == ("superseded", "superseded: replanned")
+    assert [n.id for n in dag.ready()] == ["c"] and dag.unfinished_count == 1
+
+
+def test_supersede_refuses_a_finished_node_and_changes_nothing() -> None:
+    dag = PlanDAG([act("a"), act("b")])
+    dag.complete("a", ok("a"))
+    with pytest.raises(
+        PlanValidationError, match="step 'a' is completed; only pending steps can be superseded"
+    ):
+        dag.supersede(["b", "a"], "x")
+    assert dag.node("b").status == "pending"
 
 
 def test_add_validates_and_leaves_the_graph_unchanged_on_error() -> None:

@@ -183,3 +183,50 @@ def test_json_round_trip_is_exact_at_any_point_of_a_run(data: st.DataObject) -> 
     # Both continue identically: same handed-out order, same final state.
     assert walk(copy, failing) == walk(pm, failing)
     assert copy.to_dict() == pm.to_dict()
+
+
+@SETTINGS
+@given(st.data())
+def test_a_second_decision_is_all_or_nothing_and_keeps_the_ready_set_exact(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True, max_nodes=8))
+    pm = manager_for(
+        graph, shuffled_steps(data, graph), policy=data.draw(st.sampled_from(["block", "retry(1)"]))
+    )
+    for _ in range(data.draw(st.integers(0, 5))):
+        ready = pm.ready_steps(1)
+        if not ready:
+            break
+        pm.mark_started(ready[0].id)
+        pm.record_step_outcomes([StepResult(step_id=ready[0].id, success=data.draw(st.booleans()))])
+    # The next decision re-lists old ids, adds new ones, and may reference anything, even ids that do not exist.
+    pool = [*graph, "n1", "n2", "n3", "ghost"]
+    new_ids = data.draw(st.lists(st.sampled_from(pool[:-1]), min_size=1, max_size=4, unique=True))
+    steps = [
+        StepAction(
+            id=sid, description="next", depends_on=data.draw(st.lists(st.sampled_from(pool), max_size=2))
+        )
+        for sid in new_ids
+    ]
+    replace = data.draw(st.booleans())
+    before = pm.to_dict()
+    errors = pm.validate(AgentDecision(steps=steps), replace=replace)
+    try:
+        pm.ingest(AgentDecision(steps=steps), 1, replace=replace)
+    except PlanValidationError as exc:
+        assert exc.errors == errors and errors
+        assert pm.to_dict() == before
+        return
+    assert errors == []
+    now: Graph = {n.id: n.depends_on for n in pm.nodes}
+    assert not has_cycle(now) and all(d in now for deps in now.values() for d in deps)
+    expected = {
+        n.id
+        for n in pm.nodes
+        if n.status == "pending" and all(pm.node(d).status == "completed" for d in n.depends_on)
+    }
+    assert {n.id for n in pm.ready_steps()} == expected
+    assert pm.dag.unfinished_count == sum(not n.finished for n in pm.nodes)
+    walk(pm, failing=set())
+    assert not any(
+        n.status == "pending" for n in pm.nodes if all(pm.node(d).status == "completed" for d in n.depends_on)
+    )

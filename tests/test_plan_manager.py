@@ -230,10 +230,36 @@ def test_replace_supersedes_unlisted_pending_nodes_and_records_them() -> None:
     pm.mark_started("s4")
     report = pm.ingest(decision(act("s5", "s1")), 1, replace=True)
     assert report.superseded == ["s2", "s3"]
-    assert "s2" not in pm and "s4" in pm and pm.node("s1").status == "completed"
+    for sid in ("s2", "s3"):
+        result = pm.node(sid).result
+        assert pm.node(sid).status == "skipped" and result is not None
+        assert (result.error_type, result.error) == (
+            "superseded",
+            "superseded: the plan was replaced at iteration 1",
+        )
+    assert pm.node("s4").status == "in_progress" and pm.node("s1").status == "completed"
+    assert ids(pm.ready_steps()) == ["s5"]
     rev = pm.history[-1]
-    assert rev.action == "replace" and rev.superseded == ["s2", "s3"]
-    assert [s.description for s in rev.superseded_steps] == ["do s2", "do s3"]
+    assert rev.action == "replace" and rev.superseded == ["s2", "s3"] and rev.iteration == 1
+
+
+def test_replace_keeps_a_skipped_step_that_names_a_superseded_dependency() -> None:
+    pm = PlanManager("g")
+    pm.ingest(decision(act("s0"), act("s1"), act("s5", "s0", "s1")))
+    run(pm, bad("s0"))  # s5 is skipped (blocked by s0) while s1 is still pending
+    report = pm.ingest(decision(act("s0")), 1, replace=True)
+    assert report.superseded == ["s1"] and report.renamed == {"s0": "s0.2"}
+    assert pm.node("s5").depends_on == ["s0", "s1"] and pm.node("s5").status == "skipped"
+    assert "s5" in [s.id for s in pm.to_plan().steps]
+    assert PlanManager.from_json(pm.to_json()).to_dict() == pm.to_dict()
+
+
+def test_a_plan_whose_leftovers_were_superseded_counts_as_completed() -> None:
+    pm = PlanManager("g")
+    pm.ingest(decision(act("s1"), act("s2")))
+    pm.ingest(decision(act("s1")), 1, replace=True)
+    run(pm, ok("s1"))
+    assert pm.to_plan().status == "completed"
 
 
 def test_replace_rejects_a_new_step_depending_on_a_superseded_node() -> None:
