@@ -205,6 +205,12 @@ def build_strange_loop(
             if refusal:
                 emit({"event": "error", "error": refusal, "iteration": state.get("iteration", 0)})
                 return {"status": "failed", "error": refusal}
+        briefing = None
+        if approval:
+            sealed = state.get("sealed_plan") or {}
+            # The approved plan travels with every agent/subagent task as data, never as instructions.
+            briefing = (f"Approved plan, sealed with SHA-256 {sealed.get('sha256')}:\n"
+                        f"{sealed.get('rendering') or render_decision(decision or {})}")
         pm.requeue_interrupted()
         mode = (decision or {}).get("execution_mode") or pm.execution_mode
         if pol.step_parallelism == "sequential":
@@ -215,7 +221,7 @@ def build_strange_loop(
         try:
             async with executor.controller.goal():
                 results = await executor.run(pm, execution_mode=mode, thread_id=thread_id, journal=journal,
-                                             journal_scope=scoped)
+                                             journal_scope=scoped, briefing=briefing)
         except PlannerError as exc:
             error = f"execution failed: {exc}"
             emit({"event": "error", "error": error, "iteration": state.get("iteration", 0)})
