@@ -42,7 +42,9 @@ async def _run_case(case: dict[str, Any]) -> tuple[str, str]:
 
     caps = case.get("known_capabilities")
     max_steps = case.get("max_steps") or 20
-    settings = PlannerSettings(max_plan_steps=max_steps, transport_retries=0, transport_backoff_s=0.0, retries=1)
+    settings = PlannerSettings(
+        max_plan_steps=max_steps, transport_retries=0, transport_backoff_s=0.0, retries=1
+    )
     planner = LLMPlanner(FunctionChatModel(reply), settings=settings)
     context = PlanContext(available_capabilities=[Capability(name=c, kind="tool") for c in caps or []])
     manager = PlanManager("corpus goal", max_plan_steps=max_steps, allowed_capabilities=caps)
@@ -51,7 +53,9 @@ async def _run_case(case: dict[str, Any]) -> tuple[str, str]:
         result = await planner.plan("corpus goal", state, context, plan_manager=manager)
     except PlannerError as exc:
         return "error", type(exc).__name__
-    assert len(calls) <= 2 + 2 * (settings.retries + 2), f"{case['name']}: {len(calls)} calls, unbounded re-asking"
+    assert len(calls) <= 2 + 2 * (settings.retries + 2), (
+        f"{case['name']}: {len(calls)} calls, unbounded re-asking"
+    )
     if result.status == "done":
         return "false-done", ""
     if result.plan_action != "new" or result.decision is None:
@@ -59,7 +63,9 @@ async def _run_case(case: dict[str, Any]) -> tuple[str, str]:
     errors = validate_steps(result.decision.steps, max_steps=max_steps, allowed_capabilities=caps)
     if errors:
         return "invalid-plan", "; ".join(errors)
-    manager.ingest(result, state.iteration)  # a PlanValidationError here is an accepted plan that was not valid
+    manager.ingest(
+        result, state.iteration
+    )  # a PlanValidationError here is an accepted plan that was not valid
     return "plan", f"{len(result.decision.steps)} steps"
 
 
@@ -82,5 +88,13 @@ async def test_every_corpus_case_yields_a_valid_plan_or_a_typed_error() -> None:
 
 
 async def test_a_case_the_parser_rejects_becomes_a_typed_error_not_a_plan() -> None:
-    kind, detail = await _run_case({"name": "prose", "category": "x", "text": "I think we should do it.", "known_capabilities": None, "max_steps": None})
+    kind, detail = await _run_case(
+        {
+            "name": "prose",
+            "category": "x",
+            "text": "I think we should do it.",
+            "known_capabilities": None,
+            "max_steps": None,
+        }
+    )
     assert (kind, detail) == ("error", "PlanGenerationError")
