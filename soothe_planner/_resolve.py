@@ -1,0 +1,402 @@
+"""How is a run's machinery — models, planner, executor, limiter, checkpointer — built from a config?
+
+One function per part, each taking the config plus an optional explicit object that wins over it
+(``resolve_planner(config, model=my_model)``). Everything that could fail for a reason the user
+can fix fails here, before any work starts, as a ``ConfigError`` naming the key and the way out:
+a missing API key names its environment variable; a tool spec that does not import names the
+spec; a read-only tool that does not exist is an error, not a silently ignored key.
+
+The planner's and the executor's LLM calls must share ONE ``ConcurrencyController`` (the limiter
+is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
+``resolve_run`` do that. Models are built once per string and shared the same way, so the
+embedded server starts once and a scripted model's replies are consumed in one order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import SecretStr
+
+from soothe_planner._providers import PROVIDERS, split_model_spec
+from soothe_planner.errors import ConfigError
+from soothe_planner.tools import make_builtin_tools
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import BaseCheckpointSaver
+
+    from soothe_planner.concurrency import ConcurrencyController
+    from soothe_planner.config import SootheConfig
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.graph.persistence import Persistence
+    from soothe_planner.planner import LLMPlanner
+
+__all__ = [
+    "SCRIPTED_MODEL_ENV",
+    "ModelPool",
+    "ResolvedRun",
+    "resolve_chat_model",
+    "resolve_checkpointer",
+    "resolve_controller",
+    "resolve_executor",
+    "resolve_loop_planner",
+    "resolve_persistence",
+    "resolve_planner",
+    "resolve_run",
+    "resolve_tools",
+]
+
+SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
+"""A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
+
+
+# --------------------------------------------------------------------------- models
+
+
+def _max_tokens(config: SootheConfig) -> int:
+    return config.models.max_tokens or config.planner.max_output_tokens
+
+
+def _load_script(path: str) -> BaseChatModel:
+    from soothe_planner.testing import ScriptedChatModel
+
+    try:
+        replies = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"scripted model: script file {path!r} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"scripted model: {path!r} is not a readable JSON file: {exc}") from None
+    if isinstance(replies, list):
+        return ScriptedChatModel(responses=replies)
+    if isinstance(replies, dict) and all(isinstance(v, list) for v in replies.values()):
+        return _by_schema(replies, path)
+    raise ConfigError(
+        f"scripted model: {path!r} must hold a JSON list of replies, or an object of reply lists keyed by "
+        f"schema name ('text' for plain calls), got {type(replies).__name__}"
+    )
+
+
+def _by_schema(queues: dict[str, list[Any]], path: str) -> BaseChatModel:
+    """A model answering each call from the queue of its requested schema (robust to call order)."""
+    from soothe_planner.errors import ScriptExhaustedError
+    from soothe_planner.testing import FunctionChatModel, ScriptedCall
+
+    pending = {k: list(v) for k, v in queues.items()}
+
+    def reply(call: ScriptedCall) -> Any:
+        key = call.schema_name or "text"
+        queue = pending.get(key)
+        if not queue:
+            raise ScriptExhaustedError(f"scripted model {path!r} has no reply left for {key!r}")
+        return queue.pop(0)
+
+    return FunctionChatModel(reply)
+
+
+def _api_key(config: SootheConfig, spec: str, default_env: str | None, required: bool) -> SecretStr | None:
+    env_name = config.models.api_key_env or default_env
+    if env_name is None:
+        return None
+    value = os.environ.get(env_name)
+    if not value:
+        if required or config.models.api_key_env:
+            raise ConfigError(
+                f"model {spec!r} needs an API key: set the environment variable {env_name}"
+                + ("" if config.models.api_key_env else " (or name another one in models.api_key_env)")
+            )
+        return None
+    return SecretStr(value)
+
+
+def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
+    kind, name = split_model_spec(spec)
+    max_tokens = _max_tokens(config)
+    temperature = config.models.temperature
+    if kind == "local":
+        from soothe_planner.local_llm import local_chat_model
+
+        return local_chat_model(max_tokens=max_tokens, temperature=temperature)
+    if kind == "scripted":
+        return _load_script(name)
+    if config.models.base_url:
+        from langchain_openai import ChatOpenAI
+
+        key = _api_key(config, spec, None, required=False)
+        # OpenAI-compatible servers (llama.cpp among them) ignore max_completion_tokens, which is what
+        # ChatOpenAI sends for max_tokens; the plain field in the body is what they honour.
+        return ChatOpenAI(
+            base_url=config.models.base_url,
+            model=name,
+            api_key=key or SecretStr("not-needed"),
+            temperature=temperature,
+            max_tokens=max_tokens,
+            extra_body={"max_tokens": max_tokens},
+        )
+    provider = PROVIDERS[kind]
+    key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
+    kwargs: dict[str, Any] = {"model": name, "temperature": temperature, "max_tokens": max_tokens}
+    if key is not None:
+        kwargs["api_key"] = key
+    try:
+        built: BaseChatModel = provider.chat_class()(**kwargs)
+        return built
+    except Exception as exc:
+        raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
+
+
+@dataclass
+class ModelPool:
+    """Builds each model string once, so every part of a run shares one instance per model."""
+
+    config: SootheConfig
+    built: dict[str, BaseChatModel] = field(default_factory=dict)
+
+    def get(self, spec: str | None = None) -> BaseChatModel:
+        scripted = os.environ.get(SCRIPTED_MODEL_ENV)
+        spec = f"scripted:{scripted}" if scripted else (spec or self.config.models.default)
+        if spec not in self.built:
+            self.built[spec] = _build_model(self.config, spec)
+        return self.built[spec]
+
+
+def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
+    """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
+    return ModelPool(config).get(spec)
+
+
+def _uses_openai_compatible_server(config: SootheConfig) -> bool:
+    return config.models.default == "local" or config.models.base_url is not None
+
+
+# --------------------------------------------------------------------------- planner
+
+
+def resolve_controller(config: SootheConfig) -> ConcurrencyController:
+    """One limiter for the whole run; pass it to both the planner and the executor."""
+    from soothe_planner.concurrency import ConcurrencyController
+
+    return ConcurrencyController(config.concurrency)
+
+
+def resolve_planner(
+    config: SootheConfig,
+    model: BaseChatModel | None = None,
+    *,
+    controller: ConcurrencyController | None = None,
+    pool: ModelPool | None = None,
+) -> LLMPlanner:
+    """An ``LLMPlanner`` for ``config``. An explicit ``model`` wins over ``models.default``."""
+    from soothe_planner.planner import LLMPlanner
+
+    pool = pool or ModelPool(config)
+    settings = config.planner
+    if model is None:
+        model = pool.get()
+        # The embedded server (and many OpenAI-compatible ones) answers json_schema with HTTP 500;
+        # a forced tool call is grammar-enforced there and works.
+        if settings.structured_output_method == "auto" and _uses_openai_compatible_server(config):
+            settings = settings.model_copy(update={"structured_output_method": "function_calling"})
+    assess = pool.get(config.models.assess) if config.models.assess else None
+    return LLMPlanner(
+        model,
+        assess_model=assess,
+        settings=settings,
+        controller=controller or resolve_controller(config),
+    )
+
+
+def resolve_loop_planner(
+    config: SootheConfig,
+    model: BaseChatModel | None = None,
+    *,
+    controller: ConcurrencyController | None = None,
+    pool: ModelPool | None = None,
+) -> LLMPlanner:
+    """The StrangeLoop's planner (``LLMPlanner`` implements both protocols)."""
+    return resolve_planner(config, model, controller=controller, pool=pool)
+
+
+# --------------------------------------------------------------------------- tools and executor
+
+
+def _import_tool(spec: str) -> BaseTool:
+    module_name, _, attr_path = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(
+            f"execution.tools: cannot import module {module_name!r} for tool spec {spec!r}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from None
+    for part in attr_path.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"execution.tools: {module_name!r} has no attribute {attr_path!r} (tool spec {spec!r})")
+        obj = getattr(obj, part)
+    if isinstance(obj, BaseTool):
+        return obj
+    if callable(obj) and not isinstance(obj, type):
+        try:
+            return StructuredTool.from_function(obj)
+        except Exception as exc:
+            raise ConfigError(
+                f"execution.tools: {spec!r} is a function that cannot become a tool ({exc}); "
+                "give it a docstring and type hints, or export a BaseTool"
+            ) from None
+    raise ConfigError(f"execution.tools: {spec!r} is a {type(obj).__name__}, not a BaseTool or a function")
+
+
+def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
+    if not cache:
+        try:
+            cache.update(make_builtin_tools(config.execution.workspace))
+        except ToolException:
+            raise ConfigError(
+                f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"
+            ) from None
+    return cache[name]
+
+
+def resolve_tools(config: SootheConfig) -> list[BaseTool]:
+    """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
+    cache: dict[str, BaseTool] = {}
+    out: list[BaseTool] = []
+    for spec in config.execution.tools:
+        if spec.startswith("builtin:"):
+            out.append(_builtin(config, cache, spec.removeprefix("builtin:")))
+        else:
+            out.append(_import_tool(spec))
+    return out
+
+
+def _subagents(
+    config: SootheConfig, tools: list[BaseTool], pool: ModelPool, controller: ConcurrencyController,
+    default_model: BaseChatModel,
+) -> dict[str, Any]:
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    by_name = {t.name: t for t in tools}
+    cache: dict[str, BaseTool] = {}
+    agents: dict[str, Any] = {}
+    for name, sub in config.execution.subagents.items():
+        subset: list[BaseTool] = []
+        for ref in sub.tools:
+            if ref.startswith("builtin:"):
+                subset.append(_builtin(config, cache, ref.removeprefix("builtin:")))
+            elif ":" in ref:
+                subset.append(_import_tool(ref))
+            elif ref in by_name:
+                subset.append(by_name[ref])
+            else:
+                raise ConfigError(
+                    f"execution.subagents.{name}.tools: no tool named {ref!r} in execution.tools "
+                    f"(have: {', '.join(sorted(by_name)) or 'none'})"
+                )
+        model = pool.get(sub.model) if sub.model else default_model
+        with warnings.catch_warnings():  # deprecated in favour of a package this project does not use
+            warnings.simplefilter("ignore")
+            agent = create_react_agent(controller.wrap_model(model), subset, name=name, prompt=sub.description)
+        agent.description = sub.description  # type: ignore[attr-defined]
+        agents[name] = agent
+    return agents
+
+
+def resolve_executor(
+    config: SootheConfig,
+    model: BaseChatModel | None = None,
+    *,
+    controller: ConcurrencyController | None = None,
+    pool: ModelPool | None = None,
+) -> StepExecutor:
+    """A ``StepExecutor`` with the configured tools, subagents, timeout and read-only flags."""
+    from soothe_planner.execution import StepExecutor
+
+    pool = pool or ModelPool(config)
+    controller = controller or resolve_controller(config)
+    tools = resolve_tools(config)
+    names = {t.name for t in tools}
+    unknown = [n for n in config.execution.read_only_tools if n not in names]
+    if unknown:
+        raise ConfigError(
+            f"execution.read_only_tools: {', '.join(map(repr, unknown))} not among the tools "
+            f"({', '.join(sorted(names)) or 'none'})"
+        )
+    agent_model = model if model is not None else pool.get()
+    return StepExecutor(
+        tools=tools,
+        subagents=_subagents(config, tools, pool, controller, agent_model),
+        agent_model=agent_model,
+        controller=controller,
+        step_timeout_s=config.execution.step_timeout_s,
+        read_only=config.execution.read_only_tools,
+    )
+
+
+# --------------------------------------------------------------------------- a whole run
+
+
+@dataclass
+class ResolvedRun:
+    """The parts of one run, sharing one controller and one model per model string."""
+
+    config: SootheConfig
+    controller: ConcurrencyController
+    planner: LLMPlanner
+    executor: StepExecutor
+
+
+def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
+    """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
+    pool = ModelPool(config)
+    controller = resolve_controller(config)
+    if model is not None:
+        pool.built[config.models.default] = model
+    planner = resolve_loop_planner(config, model, controller=controller, pool=pool)
+    executor = resolve_executor(config, model, controller=controller, pool=pool)
+    return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor)
+
+
+# --------------------------------------------------------------------------- checkpointer
+
+
+@asynccontextmanager
+async def resolve_persistence(config: SootheConfig) -> AsyncIterator[Persistence]:
+    """The configured checkpointer and step-journal store, opened as a pair for the ``async with`` block."""
+    from soothe_planner.graph.persistence import open_persistence
+
+    ck = config.checkpoint
+    dsn = ck.dsn.get_secret_value() if ck.dsn else None
+    try:
+        cm = open_persistence(ck.backend, path=ck.path, dsn=dsn)
+        opened = await cm.__aenter__()
+    except ConfigError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"checkpoint: cannot open the {ck.backend} backend: {exc.strerror or exc}") from None
+    except Exception as exc:
+        # a driver's message may quote the DSN, password included: name the failure kind only
+        raise ConfigError(f"checkpoint: cannot open the {ck.backend} backend ({type(exc).__name__})") from None
+    try:
+        yield opened
+    except BaseException as exc:
+        if not await cm.__aexit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await cm.__aexit__(None, None, None)
+
+
+@asynccontextmanager
+async def resolve_checkpointer(config: SootheConfig) -> AsyncIterator[BaseCheckpointSaver[Any]]:
+    """The configured checkpointer alone (``resolve_persistence`` also gives the step-journal store)."""
+    async with resolve_persistence(config) as persistence:
+        yield persistence.checkpointer
