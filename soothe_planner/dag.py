@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from soothe_planner.errors import PlanValidationError
+from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import PlanStep, StepAction, StepResult
 
 __all__ = ["PlanDAG", "blocked_result", "find_cycle", "validate_steps"]
@@ -343,6 +343,8 @@ class PlanDAG:
 
     def ready(self, limit: int | None = None) -> list[PlanStep]:
         """Pending nodes whose dependencies all completed, oldest first; ``limit`` 0 or None means all."""
+        if limit is not None and limit < 0:
+            raise ConfigError(f"ready-step limit must be >= 0, got {limit} (0 or None means all)")
         ids = islice(self._ready, limit) if limit else self._ready
         return [self.nodes[i] for i in ids]
 

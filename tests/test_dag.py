@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from soothe_planner.dag import PlanDAG, find_cycle, validate_steps
-from soothe_planner.errors import PlanValidationError
+from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import PlanStep, StepAction, StepResult
 
 
@@ -180,6 +180,11 @@ def test_ready_limit_zero_and_none_mean_all() -> None:
     dag = PlanDAG([act("a"), act("b"), act("c")])
     assert len(dag.ready(0)) == len(dag.ready(None)) == 3
     assert [n.id for n in dag.ready(2)] == ["a", "b"]
+
+
+def test_a_negative_ready_limit_is_a_usage_error() -> None:
+    with pytest.raises(ConfigError, match="ready-step limit must be >= 0, got -1"):
+        PlanDAG([act("a")]).ready(-1)
 
 
 def test_started_step_leaves_the_ready_set_and_cannot_start_twice() -> None:

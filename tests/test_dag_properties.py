@@ -230,3 +230,38 @@ def test_a_second_decision_is_all_or_nothing_and_keeps_the_ready_set_exact(data:
     assert not any(
         n.status == "pending" for n in pm.nodes if all(pm.node(d).status == "completed" for d in n.depends_on)
     )
+
+
+@SETTINGS
+@given(st.data())
+def test_planning_context_keeps_every_unfinished_id_and_status_and_fits_when_it_can(
+    data: st.DataObject,
+) -> None:
+    graph = data.draw(graphs(acyclic=True, max_nodes=10))
+    steps = [
+        StepAction(id=s.id, description=data.draw(st.text(max_size=80)), depends_on=s.depends_on)
+        for s in shuffled_steps(data, graph)
+    ]
+    pm = manager_for(graph, steps)
+    for _ in range(data.draw(st.integers(0, len(graph)))):
+        ready = pm.ready_steps(1)
+        if not ready:
+            break
+        pm.mark_started(ready[0].id)
+        output = data.draw(st.text(max_size=300))
+        pm.record_step_outcomes(
+            [StepResult(step_id=ready[0].id, success=data.draw(st.booleans()), output=output)]
+        )
+    budget = data.draw(st.integers(0, 3000))
+    text = pm.planning_context(max_chars=budget)
+    lines = text.splitlines()
+    unfinished = [n for n in pm.nodes if not n.finished]
+    for n in unfinished:
+        assert any(line.startswith(f"{n.id} [{n.status}]") for line in lines)
+    bare = "\n".join(
+        f"{n.id} [{n.status}]" + (f" <- {', '.join(n.depends_on)}" if n.depends_on else "")
+        for n in unfinished
+    )
+    if len(bare) + len(f"({len(pm.nodes) - len(unfinished)} finished steps omitted)") + 1 <= budget:
+        assert len(text) <= budget
+    assert pm.planning_context(max_chars=None).count("\n") >= len(pm.nodes) - 1
