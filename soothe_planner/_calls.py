@@ -23,8 +23,10 @@ call fails at once — re-asking a dead server is pointless. Errors this package
 
 Every fallback is logged on ``soothe_planner.planner`` and counted in ``stats``; nothing is
 swallowed. Every call takes one slot from the ``ConcurrencyController`` (here, not through a
-wrapped model, so a call never holds two slots) and carries its phase in the run config for
-tracing.
+wrapped model; the slot is re-entrant, so a model the same controller wrapped takes no second one)
+and carries its phase in the run config for tracing: ``run_name`` and a tag are the phase, metadata
+holds ``soothe_phase``, ``thread_id`` and ``iteration``. The fallback calls of every phase are named
+``plan-raw`` and ``plan-reask``, with the phase they serve in ``soothe_parent_phase``.
 """
 
 from __future__ import annotations

@@ -464,3 +464,37 @@ async def test_the_configured_method_is_used_on_every_structured_call(method: st
     p, model = planner(assess("continue"), plan(step("s1")), settings=settings)
     await p.plan(GOAL, state(1), CTX)
     assert [c.method for c in model.calls] == [method, method]
+
+
+async def test_reflect_recommends_complete_when_every_step_completed() -> None:
+    done = Plan(goal=GOAL, steps=[PlanStep(id="s1", description="read", status="completed",
+                                            result=StepResult(step_id="s1", success=True, output="ok"))])
+    p, _ = planner()
+    reflection = await p.reflect(done, [])
+    assert [d.action for d in reflection.goal_directives] == ["complete"] and not reflection.should_revise
+
+
+async def test_reflect_recommends_fail_only_when_a_revised_plan_achieved_nothing_and_nothing_can_run() -> None:
+    bad = StepResult(step_id="s1", success=False, error="denied", error_type="policy_denied")
+    first = Plan(goal=GOAL, steps=[PlanStep(id="s1", description="x", status="failed", result=bad)])
+    p, _ = planner()
+    assert (await p.reflect(first, [])).should_revise  # a first failure is worth a revision
+    revised = first.model_copy(update={"revision": 1})
+    reflection = await p.reflect(revised, [])
+    assert [d.action for d in reflection.goal_directives] == ["fail"] and not reflection.should_revise
+
+
+async def test_results_passed_to_reflect_override_what_the_plan_recorded() -> None:
+    p, _ = planner()
+    fresh = [StepResult(step_id="s4", success=False, error="timeout", error_type="timeout")]
+    reflection = await p.reflect(_run_plan(), fresh)
+    assert set(reflection.failed_details) == {"s2", "s4"}
+
+
+async def test_a_small_prompt_budget_trims_state_and_is_counted() -> None:
+    settings = PlannerSettings(prompt_budget_tokens=500, transport_backoff_s=0)
+    results = [StepResult(step_id=f"e{i}", success=True, output="long output " * 40) for i in range(20)]
+    p, model = planner(assess("continue"), plan(step("s1")), settings=settings)
+    await p.plan(GOAL, state(1, step_results=results), CTX)
+    assert p.stats["budget_trims"] + p.stats["budget_overflow"] == 2
+    assert "trimmed to fit the prompt budget" in model.calls[1].last_text
