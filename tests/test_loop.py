@@ -307,3 +307,24 @@ async def test_policy_step_parallelism_decides_how_many_steps_run_at_once(parall
     state, _, _ = await _run(script, StepExecutor(tools=[tool]),
                              policy=ConcurrencyPolicy(step_parallelism=parallelism))  # type: ignore[arg-type]
     assert state["status"] == "done" and peak == expected_peak
+
+
+async def test_a_follow_up_repeating_the_same_goal_on_a_thread_runs_its_steps_again() -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    script = PhaseScript(
+        RouteIntake=[{"route": "complex"}, {"route": "complex"}],
+        # a follow-up skips the iteration-0 assessment (the planner's rule for follow-up turns)
+        AssessStatus=[assess("continue", 0.0), assess("done", 1.0), assess("done", 1.0)],
+        GeneratePlan=[plan(step("s1")), plan(step("s1"))],
+    )
+    log: list[str] = []
+    graph = build_strange_loop(script.planner(), StepExecutor(tools=[read_tool(log)]),
+                               checkpointer=InMemorySaver(), store=InMemoryStore())
+    config = run_config("same", 3)
+    await collect(graph, goal_input(GOAL, thread_id="same"), config)
+    first_run = (await graph.aget_state(config)).values["run_id"]
+    await collect(graph, goal_input(GOAL, thread_id="same", prior_goals=[GOAL]), config)
+    state = (await graph.aget_state(config)).values
+    assert state["status"] == "done" and state["run_id"] != first_run
+    assert log == ["do s1", "do s1"]  # the journal of the first run was not replayed

@@ -28,8 +28,8 @@ What was weighed:
   ``max_iterations`` (nodes per iteration, plus slack for re-asks and rejected approvals), so a
   loop that never converges stops with ``GraphRecursionError`` rather than running on.
 - **One goal per run.** ``goal_input`` builds the input for a goal, resetting the per-goal keys of
-  a thread's state (so a follow-up on the same thread starts a fresh DAG) and giving the goal a
-  run id that scopes the step journal.
+  a thread's state, so a follow-up on the same thread starts a fresh DAG. The intake node gives
+  each goal run an id that scopes the step journal.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def goal_input(
         "status": "running",
         "final_answer": None,
         "error": None,
-        "run_id": uuid.uuid4().hex,
+        "run_id": None,  # set by the intake node, once per goal run
         "pre_approval_plan_manager": None,
     }
     if max_iterations is not None:
@@ -161,6 +161,14 @@ def build_strange_loop(
     pol = policy or executor.controller.policy
     ctx = planning_context(executor, context, plan_mode=plan_mode)
     nodes = PlannerNodes(planner, context=ctx, synthesize=synthesize, failure_policy=failure_policy)
+
+    async def intake(state: StrangeLoopState) -> dict[str, Any]:
+        update = await nodes.intake(state)
+        # Every goal run gets its own journal scope: a follow-up on the thread that repeats a step
+        # (same goal, same step text) must run it again, not replay the earlier run's result. The
+        # id is checkpointed with this node's output, so a resumed run keeps it.
+        update["run_id"] = uuid.uuid4().hex
+        return update
 
     async def validate(state: StrangeLoopState) -> dict[str, Any]:
         update = await nodes.resolve_decision(state)
@@ -253,7 +261,7 @@ def build_strange_loop(
         return END if state.get("status") == "failed" else "validate"
 
     g: StateGraph[Any, Any, Any, Any] = StateGraph(StrangeLoopState)
-    g.add_node("intake", nodes.intake)
+    g.add_node("intake", intake)
     g.add_node("answer", nodes.answer)
     g.add_node("plan_assess", nodes.plan_assess)
     g.add_node("plan_generate", nodes.plan_generate)
