@@ -18,6 +18,7 @@ container that was still open; callers decide what a cut container is worth.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -312,13 +313,16 @@ def strip_think(text: str) -> str:
     return "".join(out)
 
 
-def scan_values(text: str) -> Scan:
+def scan_values(text: str, useful: Callable[[Obj | Arr], bool] | None = None) -> Scan:
     """Every top-level object or array in ``text``, left to right, and every bracket that failed.
 
     After a value is read the scan continues after it; after a failure it continues one
     character past the failed bracket, so whole values inside broken ones are still found (the
-    caller decides whether to trust them). Nesting past ``MAX_DEPTH`` skips past the deep part
-    at once. The total work is capped at ``_BUDGET_FACTOR`` times the input size.
+    caller decides whether to trust them). A value cut off by the end of the text that
+    ``useful`` rejects is kept but scanned *into* as well: an apostrophe in prose (``[it's``)
+    opens a string that swallows the rest of the text, and the plan is inside it. Nesting past
+    ``MAX_DEPTH`` skips past the deep part at once. The total work is capped by a budget of
+    ``_BUDGET_FACTOR`` units per input character.
     """
     budget = [_BUDGET_FACTOR * len(text) + 65536]
     scan = Scan(found=[], broken=[])
@@ -336,7 +340,7 @@ def scan_values(text: str) -> Scan:
             i = e.pos if e.deep else start + 1
         else:
             scan.found.append(Found(value, start, end, repairs))
-            i = end
+            i = start + 1 if value.cut and useful is not None and not useful(value) else end
         if budget[0] <= 0:
             scan.exhausted = True
             return scan

@@ -50,7 +50,8 @@ Fields of a step (the canonical name wins; an alias next to it is ignored with a
     ``agent``, ``sub_agent``. expected_output: ``expected_output``, ``expected``, ``expectedOutput``,
     ``expected_result``. ``execution_hint`` is read when valid, otherwise derived as in ``wire.py``.
   - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
-    number ``k`` in a dependency means the k-th step (the only reading there is).
+    number ``k`` in a dependency means the k-th step, counted from 1 — unless some dependency is
+    ``0``: then the numbering is ambiguous and no number is read as a position.
   - any other key of a step or of the plan is dropped with a warning.
 Rules that are never guessed away
   - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
@@ -71,7 +72,7 @@ a warning. A value that still fails validation is an error.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -116,8 +117,8 @@ class ParsedDecision:
 # --------------------------------------------------------------------------- finding
 
 
-def _scan(text: str) -> Scan:
-    return scan_values(strip_think(text))
+def _scan(text: str, useful: Callable[[Any], bool]) -> Scan:
+    return scan_values(strip_think(text), useful)
 
 
 def _repair_warning(found: list[Found]) -> list[str]:
@@ -165,16 +166,18 @@ def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str) -> None
 
 def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
     """The plan-level fields, the raw step list (None when no steps were written), warnings."""
-    scan = _scan(text)
-    warnings = _repair_warning(scan.found)
-    if any(f.value.cut for f in scan.found):
-        warnings.append("the answer was cut off; closed the open JSON")
+    scan = _scan(text, lambda v: _is_container(v) or _is_step_list(v) or _is_step(v) or _is_header(v))
     plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
     headers = [f for f in scan.found if _is_header(f.value)]
     if len({repr(f.value) for f in plans}) > 1:
         raise PlanParseError(
             f"found {len(plans)} different plans in the answer; write exactly one plan", text
         )
+    used = plans[-1:] or [f for f in scan.found if _is_step(f.value)] or headers
+    warnings = _repair_warning(used)
+    if used and any(f.value.cut and f.start >= used[0].start for f in scan.found):
+        # The text ended inside the plan or after it began (not in prose that opened a quote).
+        warnings.append("the answer was cut off; closed the open JSON")
     if plans:
         chosen = plans[-1]
         _check_not_inside_broken(scan, [chosen], text)
@@ -364,8 +367,11 @@ def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> None:
     warnings.append(
         f"assigned ids to {len(missing)} step(s) without one: " + ", ".join(f"s{i + 1}" for i in missing)
     )
-    if none_given:
-        # With no ids at all, "depends on 2" can only mean the second step.
+    if none_given and any(d == "0" for s in steps for d in s["depends_on"]):
+        # Counted from 0 or from 1? "depends on 1" would name a different step either way.
+        warnings.append("dependencies are numbered from 0, so they are not read as step positions")
+    elif none_given:
+        # With no ids at all and no step 0, "depends on 2" can only mean the second step.
         count = len(steps)
         for s in steps:
             renamed = [f"s{d}" if d.isdigit() and 1 <= int(d) <= count else d for d in s["depends_on"]]
@@ -521,9 +527,9 @@ def _coerce(value: Any, annotation: Any) -> Any:
 
 def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
     """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
-    scan = _scan(text)
     fields = schema.model_fields
     lower = {name.lower(): name for name in fields}
+    scan = _scan(text, lambda v: isinstance(v, dict) and any(str(k).lower() in lower for k in v))
     candidates: list[tuple[int, Found, dict[str, Any]]] = []
     for f in scan.found:
         value: Any = f.value

@@ -778,6 +778,38 @@ def handwritten() -> list[dict[str, Any]]:
         case("plan_wrapper_keep", h, '{"decision": {"plan_action": "keep"}}', keep),
         case("think_unclosed_is_read", h, "<think>\n" + S2_JSON, ok(S2)),
         case("prose_brackets_before_plan", h, "Use [tools] and {care}; then:\n" + S2_JSON, ok(S2)),
+        case(
+            "prose_apostrophe_in_brackets",
+            h,
+            "Here's the plan [it's short]:\n```json\n" + S2_JSON + "\n```",
+            ok(S2),
+        ),
+        case(
+            "prose_apostrophe_then_cut_plan",
+            h,
+            "Here's the plan [it's short]:\n```json\n" + S2_JSON[:-8],
+            ok(S2[:1], "cut off"),
+        ),
+        case(
+            "numbered_deps_from_zero_are_not_positions",
+            h,
+            '[{"task": "look"}, {"task": "tell", "depends_on": [0]}]',
+            ok([{"id": "s1", "description": "l"}, {"id": "s2", "description": "t"}], "unknown step '0'"),
+        ),
+        case(
+            "numbered_from_zero_reads_no_positions",
+            h,
+            '[{"task": "a"}, {"task": "b", "deps": [0]}, {"task": "c", "deps": [0, 1]}]',
+            ok(
+                [
+                    {"id": "s1", "description": "a"},
+                    {"id": "s2", "description": "b"},
+                    {"id": "s3", "description": "c"},
+                ],
+                "numbered from 0",
+                "unknown step '1'",
+            ),
+        ),
         case("unclosed_fence", h, "```json\n" + json.dumps({"steps": S2}, indent=2), ok(S2)),
         case(
             "escaped_unicode",
