@@ -191,7 +191,7 @@ class LLMPlanner:
                 self.assess_model, AssessStatus, prompt.messages(), phase="plan-assess",
                 convert=lambda m: to_status_assessment(m),  # type: ignore[arg-type]
                 parse_text=lambda t: to_status_assessment(parse_object(t, AssessStatus)[0]),
-                tally=tally, thread_id=state.thread_id, iteration=state.iteration,
+                tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
             )
         except PlanGenerationError as exc:
             if self.settings.on_failure != "degraded":
@@ -224,7 +224,7 @@ class LLMPlanner:
         instruction = ""
         warnings: list[str] = []
         if state.continuation and state.iteration == 0 and not state.step_results:
-            cont = await self._continuation(goal, state.prior_goals, context, tally, state.thread_id)
+            cont = await self._continuation(goal, state.prior_goals, context, tally, context.thread_id or state.thread_id)
             if cont.action == "bootstrap":
                 terminal, max_steps = True, 1
                 instruction = "This follow-up builds on earlier work: answer it with exactly one step."
@@ -304,7 +304,7 @@ class LLMPlanner:
         outcome = await self._caller.structured(
             self.model, generation_model(max_steps), prompt.messages(), phase=phase,
             convert=self._from_wire, parse_text=self._text_parser(context, max_steps), validate=validate,
-            tally=tally, thread_id=state.thread_id, iteration=state.iteration,
+            tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
         outcome.value.raw = outcome.raw_text
         return outcome.value

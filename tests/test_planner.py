@@ -498,3 +498,16 @@ async def test_a_small_prompt_budget_trims_state_and_is_counted() -> None:
     await p.plan(GOAL, state(1, step_results=results), CTX)
     assert p.stats["budget_trims"] + p.stats["budget_overflow"] == 2
     assert "trimmed to fit the prompt budget" in model.calls[1].last_text
+
+
+async def test_every_call_is_traced_under_its_phase_with_thread_and_iteration() -> None:
+    from langchain_core.tracers.context import collect_runs
+
+    p, _ = planner(assess("continue"), plan(step("s1")))
+    with collect_runs() as runs:
+        await p.plan(GOAL, state(2), CTX)
+    traced = [(r.name, r.tags, (r.extra or {}).get("metadata", {})) for r in runs.traced_runs]
+    assert [name for name, _, _ in traced] == ["plan-assess", "plan-generate"]
+    for name, tags, metadata in traced:
+        assert tags == ["soothe", name]
+        assert metadata["soothe_phase"] == name and metadata["thread_id"] == "t1" and metadata["iteration"] == 2
