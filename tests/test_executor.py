@@ -513,3 +513,15 @@ async def test_remote_step_runs_a_real_remote_graph_client_over_a_mock_transport
     (req,) = requests
     assert req["path"].endswith("/runs/stream") and req["body"]["assistant_id"] == "agent"
     assert req["body"]["input"]["messages"][0]["content"].startswith("ask far away")
+
+
+async def test_a_journal_that_cannot_be_written_stops_the_run_with_an_execution_error() -> None:
+    from soothe_planner.errors import ExecutionError
+
+    class BrokenStore(InMemoryStore):
+        async def aput(self, *args: Any, **kw: Any) -> None:
+            raise OSError("disk full")
+
+    ex = StepExecutor(tools=[echo_tool("t")], journal=BrokenStore())
+    with pytest.raises(ExecutionError, match="could not be journaled"):
+        await run(ex, _manager([{"id": "s1", "description": "x", "tools": ["t"]}]))

@@ -44,7 +44,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
-from soothe_planner.errors import LLMBudgetExceeded
+from soothe_planner.errors import ExecutionError, LLMBudgetExceeded
 from soothe_planner.execution.references import BadReferenceError, fence_for, render_task
 from soothe_planner.execution.runners import (
     NoRunnerError,
@@ -209,7 +209,7 @@ class StepExecutor:
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                 for task in done:
                     running.pop(task)
-                    # _run_one never raises for a step: a failure is a failed result.
+                    # A failing step is a failed result; only a broken journal raises (ExecutionError).
                     result, replayed = task.result()
                     extra = manager.record_step_outcomes([result])
                     results.append(result)
@@ -239,7 +239,13 @@ class StepExecutor:
         namespace = (JOURNAL_NAMESPACE, hashlib.sha256(scope.encode("utf-8")).hexdigest()[:32])
         key = journal_key(manager.goal, step, attempt)
         if journal is not None:
-            item = await journal.aget(namespace, key)
+            try:
+                item = await journal.aget(namespace, key)
+            except Exception as exc:
+                raise ExecutionError(
+                    f"the step journal could not be read for step {step.id!r} ({type(exc).__name__}: {exc}); "
+                    "check the store the graph was compiled with"
+                ) from exc
             if item is not None:
                 replayed = StepResult.model_validate(item.value)
                 await emit.started(step, attempt, replayed=True)
@@ -253,7 +259,14 @@ class StepExecutor:
                 result = await self._timed(manager, step, attempt, thread_id, emit)
         if journal is not None:
             # Written before the scheduler sees the result, so before any dependent can start.
-            await journal.aput(namespace, key, result.model_dump(mode="json"))
+            try:
+                await journal.aput(namespace, key, result.model_dump(mode="json"))
+            except Exception as exc:
+                # Not a step failure: the step ran, but a crash now would run it again. Stop honestly.
+                raise ExecutionError(
+                    f"step {step.id!r} finished but its result could not be journaled "
+                    f"({type(exc).__name__}: {exc}); the run stops so the step is not silently repeated"
+                ) from exc
         return result, False
 
     async def _timed(
