@@ -1,0 +1,353 @@
+"""The ``soothe-planner`` command: parse arguments, load the config, call the library, render.
+
+Commands: ``run`` (the StrangeLoop, live), ``plan`` (plan only), ``validate`` (a config file),
+``resume`` (a paused or killed run), ``show`` (a past run, read from the checkpointer alone: no
+model is started). The CLI holds no logic of its own; ``_render.py`` draws, the library decides.
+
+Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
+configuration error, 3 the run is paused waiting for plan approval (resume it with ``--approve``
+or ``--reject``), 130 interrupted. Errors are one line on stderr; ``--debug`` adds the traceback.
+One boundary (``main``) turns ``PlannerError`` into that line and that code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import threading
+import traceback
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from soothe_planner import __version__
+from soothe_planner.errors import ConfigError, PlannerError
+
+__all__ = ["EXIT_DONE", "EXIT_FAILED", "EXIT_PAUSED", "EXIT_USAGE", "build_parser", "main"]
+
+EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class _Usage(Exception):
+    """A usage mistake found after parsing (exit 2)."""
+
+
+def _out(args: argparse.Namespace) -> Console:
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
+
+
+# --------------------------------------------------------------------------- building a run
+
+
+def _context(config: Any) -> Any:
+    from soothe_planner.models import PlanContext
+
+    return PlanContext(workspace=str(config.execution.workspace))
+
+
+def _graph(config: Any, resolved: Any, persistence: Any) -> Any:
+    from soothe_planner.graph.loop import build_strange_loop
+
+    return build_strange_loop(
+        resolved.planner,
+        resolved.executor,
+        checkpointer=persistence.checkpointer,
+        store=persistence.store,
+        approval=config.run.approval,
+        context=_context(config),
+        failure_policy=config.execution.failure_policy,
+        synthesize=config.run.synthesize,
+    )
+
+
+async def _drive(graph: Any, inp: Any, run_cfg: dict[str, Any], view: Any, args: argparse.Namespace) -> None:
+    """Stream the graph to the end (or a pause), feeding the view."""
+    console = _out(args)
+    live_ok = not args.json and console.is_terminal
+
+    async def pump(on_line: Any) -> None:
+        async for mode, chunk in graph.astream(inp, run_cfg, stream_mode=["custom", "updates"]):
+            if mode == "custom" and isinstance(chunk, dict):
+                line = view.on_event(chunk)
+                if line:
+                    on_line(line)
+            elif mode == "updates" and isinstance(chunk, dict):
+                view.on_update(chunk)
+
+    if live_ok:
+        with Live(view.renderable(), console=console, refresh_per_second=4, transient=True) as live:
+            await pump(lambda _line: live.update(view.renderable()))
+    elif args.json:
+        await pump(lambda _line: None)
+    else:
+        await pump(lambda line: console.print(f"[dim]·[/dim] {line}", markup=True))
+
+
+def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: Any, args: argparse.Namespace) -> int:
+    from soothe_planner._render import render_report, report_dict
+
+    console = _out(args)
+    calls = resolved.controller.total_llm_calls if resolved is not None else None
+    if interrupts:
+        payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
+        if args.json:
+            report = report_dict(values, thread_id=thread_id, llm_calls=calls)
+            report.update(status="awaiting_approval", approval=payload)
+            print(json.dumps(report, indent=2, default=str))
+        else:
+            console.print((payload or {}).get("rendering", "") if isinstance(payload, dict) else str(payload))
+            console.print(
+                f"paused for approval; continue with: soothe-planner resume --config {args.config} "
+                f"--thread {thread_id} --approve  (or --reject 'feedback')"
+            )
+        return EXIT_PAUSED
+    if args.json:
+        print(json.dumps(report_dict(values, thread_id=thread_id, llm_calls=calls), indent=2, default=str))
+    else:
+        budget = resolved.config.concurrency.max_total_llm_calls if resolved is not None else 0
+        text = "" if calls is None else (f"{calls}/{budget}" if budget else str(calls))
+        render_report(console, values, thread_id=thread_id, llm_calls_text=text)
+    return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
+
+
+async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
+    from langgraph.errors import GraphRecursionError
+    from langgraph.types import Command
+
+    from soothe_planner._render import RunView
+    from soothe_planner.config import load_config, resolve_persistence, resolve_run
+    from soothe_planner.graph.loop import goal_input, run_config
+
+    config = load_config(args.config)
+    thread_id = args.thread or uuid.uuid4().hex[:12]
+    if not resume and not args.json:
+        _out(args).print(f"thread {thread_id}")
+    async with resolve_persistence(config) as persistence:
+        resolved = resolve_run(config)
+        graph = _graph(config, resolved, persistence)
+        run_cfg = run_config(thread_id, config.planner.max_iterations)
+        inp: Any
+        if resume:
+            snapshot = await graph.aget_state(run_cfg)
+            if not snapshot.values:
+                raise _Usage(f"no run with thread id {thread_id!r} in the {config.checkpoint.backend} checkpointer")
+            goal = snapshot.values.get("goal", "")
+            if snapshot.interrupts:
+                if not args.approve and args.reject_feedback is None:
+                    raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
+                inp = Command(resume={"approved": True} if args.approve else
+                              {"approved": False, "feedback": args.reject_feedback or ""})
+            elif snapshot.next:
+                inp = None  # continue from the last checkpoint (a killed run)
+            else:
+                return _finish(snapshot.values, (), thread_id, resolved, args)
+        else:
+            goal = args.goal
+            inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
+            if not config.run.intake:
+                inp["intake"] = "complex"  # skip the routing call: every goal gets the full loop
+        view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
+                       llm_calls=lambda: resolved.controller.total_llm_calls)
+        try:
+            await _drive(graph, inp, run_cfg, view, args)
+        except GraphRecursionError:
+            raise PlannerError(
+                f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
+            ) from None
+        snapshot = await graph.aget_state(run_cfg)
+        return _finish(snapshot.values, snapshot.interrupts, thread_id, resolved, args)
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return asyncio.run(_run_or_resume(args, resume=False))
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    return asyncio.run(_run_or_resume(args, resume=True))
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from soothe_planner.config import load_config
+
+    config = load_config(args.path)
+    if args.json:
+        print(json.dumps({"valid": True, "path": args.path, "config": config.model_dump(mode="json")}, indent=2))
+    else:
+        m = config.models
+        _out(args).print(
+            f"{args.path}: valid (model {m.default}, checkpoint {config.checkpoint.backend}, "
+            f"{len(config.execution.tools)} tool(s), {len(config.execution.subagents)} subagent(s))"
+        )
+    return EXIT_DONE
+
+
+async def _plan(args: argparse.Namespace) -> int:
+    from soothe_planner._render import plan_json, plan_mermaid, plan_table
+    from soothe_planner.config import load_config, resolve_run
+    from soothe_planner.graph.loop import planning_context
+
+    config = load_config(args.config)
+    resolved = resolve_run(config)
+    context = planning_context(resolved.executor, _context(config), plan_mode=True)
+    plan = await resolved.planner.create_plan(args.goal, context)
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        print(plan_json(plan))
+    elif fmt == "mermaid":
+        print(plan_mermaid(plan))
+    else:
+        _out(args).print(plan_table(plan))
+    return EXIT_DONE
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    return asyncio.run(_plan(args))
+
+
+async def _show(args: argparse.Namespace) -> int:
+    from soothe_planner._render import report_dict
+    from soothe_planner.config import load_config, resolve_checkpointer
+
+    config = load_config(args.config)
+    async with resolve_checkpointer(config) as saver:
+        found = await saver.aget_tuple({"configurable": {"thread_id": args.thread}})
+    if found is None:
+        raise _Usage(f"no run with thread id {args.thread!r} in the {config.checkpoint.backend} checkpointer")
+    values = dict(found.checkpoint.get("channel_values") or {})
+    if args.json or args.format == "json":
+        print(json.dumps(report_dict(values, thread_id=args.thread), indent=2, default=str))
+    elif args.format == "mermaid":
+        from soothe_planner.plan_manager import PlanManager
+
+        print(PlanManager.from_dict(values["plan_manager"]).to_mermaid() if values.get("plan_manager") else "")
+    else:
+        from soothe_planner._render import render_report
+
+        render_report(_out(args), values, thread_id=args.thread)
+    return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    return asyncio.run(_show(args))
+
+
+# --------------------------------------------------------------------------- parsing and the boundary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(add_help=False)
+    top.add_argument("--json", action="store_true", help="print one JSON document on stdout, for scripts")
+    top.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    # the same flags after the command; SUPPRESS so a subcommand's default does not undo one given before it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="tracebacks")
+
+    parser = argparse.ArgumentParser(
+        prog="soothe-planner",
+        description="Plan and run goals with an LLM planner over a LangGraph StrangeLoop.",
+        epilog="exit codes: 0 done, 1 goal failed, 2 usage or config error, 3 paused for approval",
+        parents=[top],
+    )
+    parser.add_argument("--version", action="version", version=f"soothe-planner {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("run", parents=[common], help="run a goal through the StrangeLoop, with live progress")
+    p.add_argument("--config", required=True, help="the YAML config file")
+    p.add_argument("--thread", help="thread id (default: a new one, printed at start)")
+    p.add_argument("goal", help="the goal, in words")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("plan", parents=[common], help="plan a goal without running it")
+    p.add_argument("--config", required=True)
+    p.add_argument("--format", choices=["table", "json", "mermaid"], default="table")
+    p.add_argument("goal")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("validate", parents=[common], help="check a config file; exit 2 with the reason if invalid")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("resume", parents=[common], help="continue a paused or interrupted run")
+    p.add_argument("--config", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--approve", action="store_true", help="approve the plan waiting for approval")
+    p.add_argument("--reject", dest="reject_feedback", metavar="FEEDBACK", help="reject it, with feedback")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("show", parents=[common], help="show the DAG and results of a past run")
+    p.add_argument("--config", required=True)
+    p.add_argument("--thread", required=True)
+    p.add_argument("--format", choices=["table", "json", "mermaid"], default="table")
+    p.set_defaults(func=cmd_show)
+    return parser
+
+
+def _error(message: str) -> None:
+    line = " ".join(str(message).split())
+    print(f"soothe-planner: error: {line}", file=sys.stderr)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Unwind like Ctrl-C, so context managers stop the local model server and close checkpointers.
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script passes it to ``sys.exit``)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2, message printed)
+        return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
+    # Progress is drawn by the renderer; the library's log lines would break "one line on stderr".
+    logger = logging.getLogger("soothe_planner")
+    saved = (logger.handlers[:], logger.propagate, logger.level)
+    if getattr(args, "debug", False):
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    else:
+        logger.handlers, logger.propagate = [logging.NullHandler()], False
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        code: int = args.func(args)
+        return code
+    except (ConfigError, _Usage) as exc:
+        if args.debug:
+            traceback.print_exc()
+        _error(str(exc))
+        return EXIT_USAGE
+    except PlannerError as exc:
+        if args.debug:
+            traceback.print_exc()
+        _error(str(exc))
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
+        return EXIT_FAILED
+    finally:
+        logger.handlers, logger.propagate, logger.level = saved[0], saved[1], saved[2]
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if "soothe_planner.local_llm" in sys.modules:
+            sys.modules["soothe_planner.local_llm"].shutdown_shared_server()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""The ``soothe-planner`` command end to end, on a scripted model: run, plan, resume, show and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soothe_planner.cli import EXIT_DONE, EXIT_FAILED, EXIT_PAUSED, EXIT_USAGE, main
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKSPACE = ROOT / "examples" / "workspace"
+
+PLAN = {
+    "plan_action": "new", "execution_mode": "sequential", "next_action": "search",
+    "steps": [
+        {"id": "find", "description": "Search the workspace for TODO lines", "tools": ["search_text"],
+         "depends_on": []},
+        {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
+    ],
+}
+TOOL_TEXT = [
+    {"name": "search_text", "args": {"pattern": "TODO"}}, "Found 5 TODO lines.",
+    {"name": "list_dir", "args": {"recursive": True}}, "4 files.",
+]
+
+
+def _assess(status: str, progress: float) -> dict[str, Any]:
+    return {"status": status, "goal_progress": progress, "confidence": 0.8, "summary": "evidence"}
+
+
+DONE_SCRIPT = {
+    "RouteIntake": [{"route": "complex", "answer": ""}],
+    "AssessStatus": [_assess("continue", 0.0), _assess("done", 1.0)],
+    "GeneratePlan": [PLAN],
+    "text": [*TOOL_TEXT, "There are 5 TODO lines."],
+}
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def _setup(tmp_path: Path, script: dict[str, Any], **sections: Any) -> Path:
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    config: dict[str, Any] = {
+        "models": {"default": "scripted:script.json"},
+        "planner": {"max_iterations": 3, "transport_backoff_s": 0, "retries": 1},
+        "execution": {"workspace": str(WORKSPACE)},
+        "checkpoint": {"backend": "sqlite", "path": "state/ck.sqlite"},
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))  # JSON is YAML
+    return path
+
+
+def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    out = capsys.readouterr().out
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_run_done_exits_0_and_reports_steps_and_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    assert main(["run", "--config", str(cfg), "--thread", "t1", "List the TODO lines"]) == EXIT_DONE
+    out = capsys.readouterr().out
+    assert "thread t1" in out and "status done" in out
+    assert "find" in out and "files" in out and "There are 5 TODO lines." in out
+    assert "step find completed" in out  # one line per event when not on a terminal
+
+
+def test_run_json_prints_one_document(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    assert main(["run", "--json", "--config", str(cfg), "List the TODO lines"]) == EXIT_DONE
+    report = _json(capsys)
+    assert report["status"] == "done" and report["final_answer"] == "There are 5 TODO lines."
+    assert [(s["id"], s["status"]) for s in report["steps"]] == [("find", "completed"), ("files", "completed")]
+    assert report["steps"][0]["result"] == "Found 5 TODO lines."
+    assert len(report["thread_id"]) == 12  # a new thread id when none is given
+
+
+def test_json_flag_before_the_command_works_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    assert main(["--json", "run", "--config", str(cfg), "goal"]) == EXIT_DONE
+    assert _json(capsys)["status"] == "done"
+
+
+def test_run_that_never_finishes_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = {
+        "RouteIntake": [{"route": "complex", "answer": ""}],
+        "AssessStatus": [_assess("continue", 0.0), _assess("continue", 0.5)],
+        "GeneratePlan": [PLAN],
+        "text": TOOL_TEXT,
+    }
+    cfg = _setup(tmp_path, script, planner={"max_iterations": 1})
+    assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_FAILED
+    report = _json(capsys)
+    assert report["status"] == "failed" and report["error"]
+
+
+def test_run_with_a_failing_step_blocks_its_dependent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # no "text" replies: the step's agent call fails, so the step fails and its dependent is skipped
+    script = {
+        "RouteIntake": [{"route": "complex", "answer": ""}],
+        "AssessStatus": [_assess("continue", 0.0), _assess("continue", 0.2)],
+        "GeneratePlan": [PLAN],
+    }
+    cfg = _setup(tmp_path, script, planner={"max_iterations": 1}, run={"synthesize": False})
+    assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_FAILED
+    report = _json(capsys)
+    assert {s["id"]: s["status"] for s in report["steps"]} == {"find": "failed", "files": "skipped"}
+
+
+def test_config_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--config", str(ROOT / "config" / "openai.yaml"), "goal"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.strip() == ("soothe-planner: error: model 'openai:gpt-4o-mini' needs an API key: "
+                           "set the environment variable OPENAI_API_KEY")
+    assert main(["run", "--config", str(tmp_path / "missing.yaml"), "goal"]) == EXIT_USAGE
+    assert "no such config file" in capsys.readouterr().err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "goal"]) == EXIT_USAGE  # --config is required
+    assert main(["frobnicate"]) == EXIT_USAGE
+    assert main(["--version"]) == 0
+    assert "soothe-planner 0.1.0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "mermaid"])
+def test_plan_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str) -> None:
+    cfg = _setup(tmp_path, {"GeneratePlan": [PLAN]})
+    assert main(["plan", "--config", str(cfg), "--format", fmt, "List the TODO lines"]) == EXIT_DONE
+    out = capsys.readouterr().out
+    if fmt == "json":
+        plan = json.loads(out)
+        assert [s["id"] for s in plan["steps"]] == ["find", "files"]
+        assert plan["steps"][1]["depends_on"] == ["find"]
+    elif fmt == "mermaid":
+        assert out.startswith("flowchart TD") and "-->" in out
+    else:
+        assert "Search the workspace for TODO lines" in out and "find" in out
+
+
+def test_plan_rejects_a_step_naming_a_write_tool_in_plan_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {**PLAN, "steps": [{"id": "w", "description": "write it", "tools": ["write_file"], "depends_on": []}]}
+    cfg = _setup(tmp_path, {"GeneratePlan": [bad, bad, bad]},
+                 execution={"tools": ["builtin:read_file", "builtin:write_file"]})
+    assert main(["plan", "--config", str(cfg), "goal"]) == EXIT_FAILED
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith("soothe-planner: error: plan-generate")
+    assert "step 'w' uses tool 'write_file' which is not allowed" in captured.err
+
+
+def test_show_a_past_run_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "past", "goal"]) == EXIT_DONE
+    capsys.readouterr()
+    # show reads the checkpointer only: an empty script proves no model is called
+    (tmp_path / "script.json").write_text("[]")
+    assert main(["show", "--json", "--config", str(cfg), "--thread", "past"]) == EXIT_DONE
+    assert _json(capsys)["final_answer"] == "There are 5 TODO lines."
+    assert main(["show", "--config", str(cfg), "--thread", "past", "--format", "mermaid"]) == EXIT_DONE
+    assert capsys.readouterr().out.startswith("flowchart TD")
+    assert main(["show", "--config", str(cfg), "--thread", "past"]) == EXIT_DONE
+    assert "status done" in capsys.readouterr().out
+    assert main(["show", "--config", str(cfg), "--thread", "nope"]) == EXIT_USAGE
+    assert "no run with thread id 'nope'" in capsys.readouterr().err
+
+
+def test_approval_pauses_then_resume_approves_and_finishes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first = {"RouteIntake": [{"route": "complex", "answer": ""}], "AssessStatus": [_assess("continue", 0.0)],
+             "GeneratePlan": [PLAN]}
+    cfg = _setup(tmp_path, first, run={"approval": True})
+    assert main(["run", "--config", str(cfg), "--thread", "gate", "goal"]) == EXIT_PAUSED
+    out = capsys.readouterr().out
+    assert "paused for approval" in out and "--thread gate --approve" in out
+    # a new process reloads the script: give it the replies the rest of the run needs
+    (tmp_path / "script.json").write_text(json.dumps(
+        {"AssessStatus": [_assess("done", 1.0)], "text": [*TOOL_TEXT, "There are 5 TODO lines."]}
+    ))
+    assert main(["resume", "--config", str(cfg), "--thread", "gate"]) == EXIT_USAGE
+    assert "pass --approve or --reject" in capsys.readouterr().err
+    assert main(["resume", "--json", "--config", str(cfg), "--thread", "gate", "--approve"]) == EXIT_DONE
+    report = _json(capsys)
+    assert report["status"] == "done" and {s["status"] for s in report["steps"]} == {"completed"}
+    # resuming a finished run reports it again and exits by its status
+    assert main(["resume", "--json", "--config", str(cfg), "--thread", "gate"]) == EXIT_DONE
+    assert _json(capsys)["status"] == "done"
+    assert main(["resume", "--config", str(cfg), "--thread", "unknown"]) == EXIT_USAGE
+
+
+def test_intake_off_skips_the_routing_call(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = {k: v for k, v in DONE_SCRIPT.items() if k != "RouteIntake"}
+    cfg = _setup(tmp_path, script, run={"intake": False})
+    assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_DONE
+
+
+def test_internal_errors_are_one_line_and_debug_adds_the_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import soothe_planner.config as config_module
+
+    def boom(path: Any) -> Any:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(config_module, "load_config", boom)
+    args = ["validate", str(ROOT / "config" / "default.yaml")]
+    assert main(args) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "internal error: RuntimeError: kaput" in err and "Traceback" not in err
+    assert main(["--debug", *args]) == EXIT_FAILED
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.subprocess
+def test_console_script_runs_a_scripted_goal_from_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "script.json").write_text(json.dumps(DONE_SCRIPT))
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    env = {**os.environ, "SOOTHE_SCRIPTED_MODEL": str(tmp_path / "script.json")}
+    exe = Path(sys.executable).parent / "soothe-planner"
+    done = subprocess.run([str(exe), "run", "--json", "--config", str(cfg), "goal"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "done"
