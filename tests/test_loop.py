@@ -328,3 +328,12 @@ async def test_a_follow_up_repeating_the_same_goal_on_a_thread_runs_its_steps_ag
     state = (await graph.aget_state(config)).values
     assert state["status"] == "done" and state["run_id"] != first_run
     assert log == ["do s1", "do s1"]  # the journal of the first run was not replayed
+
+
+async def test_the_compiled_graph_carries_a_recursion_limit_from_the_planners_max_iterations() -> None:
+    from soothe_planner.graph.loop import recursion_limit_for
+    from soothe_planner.models import PlannerSettings
+
+    script = PhaseScript()
+    graph = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor())
+    assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)

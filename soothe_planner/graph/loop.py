@@ -57,7 +57,14 @@ from soothe_planner.graph.state import LoopGraphState
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.plan_manager import PlanManager
 
-__all__ = ["NODES_PER_ITERATION", "StrangeLoopState", "build_strange_loop", "goal_input", "run_config"]
+__all__ = [
+    "NODES_PER_ITERATION",
+    "StrangeLoopState",
+    "build_strange_loop",
+    "goal_input",
+    "recursion_limit_for",
+    "run_config",
+]
 
 NODES_PER_ITERATION = 8
 """plan_assess, plan_generate, validate, approve, execute, record_iteration, plus one re-ask round."""
@@ -70,13 +77,18 @@ class StrangeLoopState(LoopGraphState, total=False):
     pre_approval_plan_manager: dict[str, Any] | None  # the DAG before the decision awaiting approval
 
 
-def run_config(thread_id: str, max_iterations: int = 10, **configurable: Any) -> dict[str, Any]:
-    """The run config for a thread: its id and a recursion limit derived from ``max_iterations``."""
+def recursion_limit_for(max_iterations: int) -> int:
+    """Graph steps a run of ``max_iterations`` may take: every node of each iteration, plus slack."""
     if max_iterations < 1:
         raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+    return NODES_PER_ITERATION * (max_iterations + 1) + 8
+
+
+def run_config(thread_id: str, max_iterations: int = 10, **configurable: Any) -> dict[str, Any]:
+    """The run config for a thread: its id and a recursion limit derived from ``max_iterations``."""
     return {
         "configurable": {"thread_id": thread_id, **configurable},
-        "recursion_limit": NODES_PER_ITERATION * (max_iterations + 1) + 8,
+        "recursion_limit": recursion_limit_for(max_iterations),
     }
 
 
@@ -283,7 +295,14 @@ def build_strange_loop(
     g.add_conditional_edges("execute", after_execute, ["record_iteration", END])
     g.add_edge("record_iteration", "plan_assess")
     g.add_edge("goal_completion", END)
-    return g.compile(checkpointer=checkpointer, store=store, name=name)
+    compiled = g.compile(checkpointer=checkpointer, store=store, name=name)
+    # A default from the planner's settings, so a caller who forgets run_config() still gets a
+    # bounded loop; a recursion_limit in the caller's config wins.
+    max_iterations = getattr(getattr(planner, "settings", None), "max_iterations", 10)
+    limited: CompiledStateGraph[Any, Any, Any, Any] = compiled.with_config(
+        recursion_limit=recursion_limit_for(max_iterations)
+    )
+    return limited
 
 
 def _subset_of_sealed(decision: dict[str, Any], sealed: dict[str, Any]) -> bool:
