@@ -304,7 +304,12 @@ class Caller:
             parsed = out.get("parsed") if isinstance(out, dict) else out
             perr = out.get("parsing_error") if isinstance(out, dict) else None
             if perr is None and isinstance(parsed, BaseModel):
-                return accept(convert(parsed), kind, raw), raw
+                try:
+                    value = convert(parsed)
+                except Exception as exc:  # the wire object does not make a runtime one: a content error
+                    raise _Failed(kind, f"{type(exc).__name__}: {exc}", raw, semantic=True,
+                                  error_type="validation") from exc
+                return accept(value, kind, raw), raw
             reason = f"{type(perr).__name__}: {perr}" if perr is not None else "the model returned no structured answer"
             attempts.append(GenerationAttempt(phase=phase, kind="structured" if kind == "structured" else "reask",
                                               error=reason, raw_text=raw, error_type="parse"))
@@ -317,7 +322,14 @@ class Caller:
             return value, raw
 
         async def raw_attempt(kind: str, msgs: list[BaseMessage], call_phase: str) -> tuple[R, str]:
-            message = await self.invoke(model, msgs, phase=call_phase, **ctx)  # type: ignore[arg-type]
+            try:
+                message = await self.invoke(model, msgs, phase=call_phase, **ctx)  # type: ignore[arg-type]
+            except PlannerError:
+                raise
+            except Exception as exc:
+                if is_transport_error(exc):
+                    raise
+                raise _Failed(kind, f"{type(exc).__name__}: {exc}", "", semantic=False, error_type="error") from exc
             raw = raw_text_of(message)
             return from_text(raw, kind), raw
 
@@ -347,6 +359,8 @@ class Caller:
         except PlannerError:
             raise
         except Exception as exc:
+            if not is_transport_error(exc):
+                raise  # a bug in a validator or converter: never disguised as a model failure
             raise transport_failure(exc, "structured") from exc
 
         if not last.semantic:
@@ -365,6 +379,8 @@ class Caller:
             except PlannerError:
                 raise
             except Exception as exc:
+                if not is_transport_error(exc):
+                    raise  # a bug in a validator or converter: never disguised as a model failure
                 raise transport_failure(exc, "raw") from exc
 
         for n in range(self.settings.retries):
@@ -387,6 +403,8 @@ class Caller:
             except PlannerError:
                 raise
             except Exception as exc:
+                if not is_transport_error(exc):
+                    raise  # a bug in a validator or converter: never disguised as a model failure
                 raise transport_failure(exc, "reask") from exc
         self.stats["failed"] += 1
         logger.error("%s: no usable answer after %d attempt(s)", phase, len(attempts))

@@ -511,3 +511,16 @@ async def test_every_call_is_traced_under_its_phase_with_thread_and_iteration() 
     for name, tags, metadata in traced:
         assert tags == ["soothe", name]
         assert metadata["soothe_phase"] == name and metadata["thread_id"] == "t1" and metadata["iteration"] == 2
+
+
+async def test_a_model_without_structured_output_is_planned_through_raw_calls() -> None:
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+
+    replies = [json.dumps(assess("continue")), "not json at all", json.dumps(plan(step("s1")))]
+    model = GenericFakeChatModel(messages=iter(AIMessage(content=r) for r in replies))
+    p = LLMPlanner(model, settings=FAST)
+    result = await p.plan(GOAL, state(1), CTX)
+    assert result.decision is not None and result.llm_calls == 3
+    # assess: structured unavailable -> raw; generate: raw garbage -> re-ask in raw mode
+    assert p.stats["raw_fallback"] == 2 and p.stats["reask_ok"] == 1
