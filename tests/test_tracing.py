@@ -26,6 +26,7 @@ from langgraph.graph import END, START, StateGraph
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from soothe_planner.config import SootheConfig
 from soothe_planner.models import StepResult
 from soothe_planner.tracing import run_name_for, trace_id_for, trace_run, trace_step
 
@@ -206,6 +207,11 @@ def test_enabled_without_keys_is_a_no_op_that_says_so_once(caplog: pytest.LogCap
     assert LangfuseResourceManager._instances == before
 
 
+def test_the_default_config_traces_nothing() -> None:
+    with trace_run(SootheConfig(), goal="g", thread_id="t") as handle:
+        assert not handle.enabled and handle.config_for({"recursion_limit": 5}) == {"recursion_limit": 5}
+
+
 def test_no_settings_means_no_tracing() -> None:
     with trace_run(None, goal="g", thread_id="t") as handle:
         assert handle.config_for(None) == {}
@@ -371,7 +377,8 @@ async def test_spans_reach_an_otlp_endpoint_configured_from_the_environment(
     monkeypatch.setattr("opentelemetry.trace.get_tracer_provider", lambda: provider)
     try:
         graph = tiny_graph(TinyModel())
-        with trace_run(Settings(enabled=True), goal="over the wire", thread_id="t-otlp") as handle:
+        config = SootheConfig(tracing={"langfuse": {"enabled": True, "tags": ["wire"], "user_id": "ops"}})
+        with trace_run(config, goal="over the wire", thread_id="t-otlp") as handle:
             await graph.ainvoke({"n": 0}, handle.config_for())
         assert handle.url == f"{receiver}/project/proj-1/traces/{trace_id_for('t-otlp')}"
         assert handle.summary() == f"Langfuse trace: {handle.url}"
@@ -389,6 +396,9 @@ async def test_spans_reach_an_otlp_endpoint_configured_from_the_environment(
         for rs in request.resource_spans:
             for ss in rs.scope_spans:
                 names.extend(span.name for span in ss.spans)
+    assert b"ops" in b"".join(
+        gzip.decompress(b) if h.get("Content-Encoding") == "gzip" else b for _, h, b in posts
+    ), "the configured user id did not reach the server"
     assert sorted(names) == sorted(
         ["soothe-run: over the wire", "plan_assess", "plan-assess", "execute", "step:s1", "step:s1"]
     )
