@@ -17,6 +17,9 @@ Finding the JSON
     (which one did the model mean?), identical repeats are one plan.
   - step objects with no enclosing array: one per line, or separated by commas or whitespace,
     taken in the order they appear (models asked for an array often answer like this).
+  - JSON encoded twice: an answer that is one JSON string literal holding the JSON is decoded.
+  - an apostrophe in bracketed prose (``[it's``) opens no string that hides the plan: a value cut
+    off by the end of the text that holds no plan is scanned into.
 Repairing the JSON (each repair is named once in the warnings)
   - trailing and doubled commas; a missing comma between values; ``//`` and ``/* */`` comments;
     ``True``/``False``/``None`` (any case of true/false/null/none); single-quoted strings and
@@ -32,7 +35,8 @@ Repairing the JSON (each repair is named once in the warnings)
 Shapes of a plan
   - the wire shape ``{"plan_action", "execution_mode", "next_action", "steps": [...]}``; the runtime
     shape ``{"type": "execute_steps", "steps": [...], "execution_mode", "reasoning"}``; ``tasks`` for
-    ``steps``; a bare array of steps; one wrapper ``{"plan": ...}`` or ``{"decision": ...}`` (up to
+    ``steps``; ``steps`` as an object keyed by id (``{"s1": {...}}``; a key is the id of a step
+    that states none, a stated id wins with a warning); a bare array of steps; one wrapper ``{"plan": ...}`` or ``{"decision": ...}`` (up to
     three levels) whose outer keys count as plan fields.
   - ``plan_action`` missing: ``new`` when there are steps. ``keep`` with no steps: keep (no
     decision). ``keep`` with steps: keep, the steps ignored with a warning. ``plan_action`` and
@@ -65,13 +69,15 @@ Rules that are never guessed away
 
 ``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
 ``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
-string (``"0.5"``), enum values in any case (``"Done"``), booleans written as ``"true"``/``"false"``,
+string (``"0.5"``) and a number where text belongs (``"summary": 3``), enum values in any case
+(``"Done"``), booleans written as ``"true"``/``"false"``,
 field names in any case, a single wrapper named after the schema, and unknown keys dropped with
 a warning. A value that still fails validation is an error.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args, get_origin
@@ -117,8 +123,19 @@ class ParsedDecision:
 # --------------------------------------------------------------------------- finding
 
 
-def _scan(text: str, useful: Callable[[Any], bool]) -> Scan:
-    return scan_values(strip_think(text), useful)
+def _scan(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
+    body = strip_think(text)
+    stripped = body.strip()
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
+        # JSON encoded twice: the whole answer is one string literal whose content is the JSON.
+        try:
+            inner = json.loads(stripped)
+        except ValueError:
+            inner = None
+        if isinstance(inner, str) and inner.lstrip()[:1] in ("{", "["):
+            warnings.append("the answer was a JSON string holding the JSON; decoded it")
+            body = inner
+    return scan_values(body, useful)
 
 
 def _repair_warning(found: list[Found]) -> list[str]:
@@ -166,7 +183,10 @@ def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str) -> None
 
 def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
     """The plan-level fields, the raw step list (None when no steps were written), warnings."""
-    scan = _scan(text, lambda v: _is_container(v) or _is_step_list(v) or _is_step(v) or _is_header(v))
+    decoded: list[str] = []
+    scan = _scan(
+        text, lambda v: _is_container(v) or _is_step_list(v) or _is_step(v) or _is_header(v), decoded
+    )
     plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
     headers = [f for f in scan.found if _is_header(f.value)]
     if len({repr(f.value) for f in plans}) > 1:
@@ -174,7 +194,7 @@ def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]
             f"found {len(plans)} different plans in the answer; write exactly one plan", text
         )
     used = plans[-1:] or [f for f in scan.found if _is_step(f.value)] or headers
-    warnings = _repair_warning(used)
+    warnings = decoded + _repair_warning(used)
     if used and any(f.value.cut and f.start >= used[0].start for f in scan.found):
         # The text ended inside the plan or after it began (not in prose that opened a quote).
         warnings.append("the answer was cut off; closed the open JSON")
@@ -206,6 +226,19 @@ def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]
     )
 
 
+def _keyed_steps(steps: dict[str, Any], warnings: list[str]) -> list[Any]:
+    """``{"s1": {...}, "s2": {...}}``: each key is the id of a step that does not state one."""
+    out = []
+    for key, step in steps.items():
+        given = next((step[k] for k in _ID_KEYS if k in step), None)
+        if given is None:
+            step["id"] = key  # mutated in place: a cut-off step stays marked as cut
+        elif _norm_id(given) != key.strip():
+            warnings.append(f"step keyed {key!r} states id {given!r}; used the stated id")
+        out.append(step)
+    return out
+
+
 def _unwrap(
     value: Any, head: dict[str, Any], warnings: list[str], text: str
 ) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
@@ -218,6 +251,8 @@ def _unwrap(
             head.update({k: v for k, v in value.items() if k != key})
             if steps is None:
                 return head, None, warnings
+            if isinstance(steps, dict) and steps and all(isinstance(v, dict) for v in steps.values()):
+                steps = _keyed_steps(steps, warnings)
             if not isinstance(steps, list):
                 raise PlanParseError(
                     f"'{key}' must be a list of step objects, got {type(steps).__name__}", text
@@ -357,10 +392,14 @@ def _read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[
     }
 
 
-def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> None:
+def _position(dep: str, count: int) -> bool:
+    return dep.isascii() and dep.isdigit() and len(dep) < 7 and 1 <= int(dep) <= count
+
+
+def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> set[str]:
     missing = [i for i, s in enumerate(steps) if s["id"] is None]
     if not missing:
-        return
+        return set()
     none_given = len(missing) == len(steps)
     for i in missing:
         steps[i]["id"] = f"s{i + 1}"
@@ -374,12 +413,13 @@ def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> None:
         # With no ids at all and no step 0, "depends on 2" can only mean the second step.
         count = len(steps)
         for s in steps:
-            renamed = [f"s{d}" if d.isdigit() and 1 <= int(d) <= count else d for d in s["depends_on"]]
+            renamed = [f"s{int(d)}" if _position(d, count) else d for d in s["depends_on"]]
             if renamed != s["depends_on"]:
                 warnings.append(
                     f"step {s['id']!r}: read numbered dependencies {s['depends_on']} as {renamed}"
                 )
                 s["depends_on"] = list(dict.fromkeys(renamed))
+    return {steps[i]["id"] for i in missing}
 
 
 def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
@@ -407,13 +447,18 @@ def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
 
 
 def _apply_rules(
-    steps: list[dict[str, Any]], known: Collection[str] | None, warnings: list[str], text: str
+    steps: list[dict[str, Any]],
+    known: Collection[str] | None,
+    warnings: list[str],
+    text: str,
+    assigned: set[str],
 ) -> list[dict[str, Any]]:
     seen: set[str] = set()
     for s in steps:
         if s["id"] in seen:
+            why = " (one was given to a step written without an id)" if s["id"] in assigned else ""
             raise PlanParseError(
-                f"duplicate step id {s['id']!r}: dependents would be ambiguous; give every step its own id",
+                f"duplicate step id {s['id']!r}{why}: dependents would be ambiguous; give every step its own id",
                 text,
             )
         seen.add(s["id"])
@@ -484,8 +529,8 @@ def parse_decision(
             text,
         )
     steps = [_read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
-    _assign_ids(steps, warnings)
-    kept = _apply_rules(steps, known_capabilities, warnings, text)
+    assigned = _assign_ids(steps, warnings)
+    kept = _apply_rules(steps, known_capabilities, warnings, text, assigned)
     try:
         decision = AgentDecision(
             type="execute_steps",
@@ -513,6 +558,8 @@ def _coerce(value: Any, annotation: Any) -> Any:
                 return opt
         return value
     wants = set(options) if options else {annotation}
+    if str in wants and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
     if isinstance(value, str):
         v = value.strip()
         if bool in wants and v.lower() in ("true", "false"):
@@ -529,7 +576,8 @@ def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
     """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
     fields = schema.model_fields
     lower = {name.lower(): name for name in fields}
-    scan = _scan(text, lambda v: isinstance(v, dict) and any(str(k).lower() in lower for k in v))
+    decoded: list[str] = []
+    scan = _scan(text, lambda v: isinstance(v, dict) and any(str(k).lower() in lower for k in v), decoded)
     candidates: list[tuple[int, Found, dict[str, Any]]] = []
     for f in scan.found:
         value: Any = f.value
@@ -548,7 +596,7 @@ def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
     best = max(c[0] for c in candidates)
     _, found, obj = next(c for c in candidates if c[0] == best)
     _check_not_inside_broken(scan, [found], text)
-    warnings = _repair_warning([found])
+    warnings = decoded + _repair_warning([found])
     if found.value.cut:
         warnings.append("the answer was cut off; closed the open JSON")
     data: dict[str, Any] = {}

@@ -235,3 +235,14 @@ def test_parse_object_refuses_what_still_does_not_validate(text: str, fragment: 
         parse_object(text, AssessStatus)
     assert fragment in info.value.reason
     assert info.value.text == text
+
+
+def test_parse_object_takes_a_number_where_text_belongs() -> None:
+    obj, _ = parse_object('{"status": "continue", "summary": 3}', AssessStatus)
+    assert obj.summary == "3"
+
+
+def test_parse_object_decodes_json_encoded_twice() -> None:
+    obj, warnings = parse_object(json.dumps('{"route": "simple"}'), RouteIntake)
+    assert obj.route == "simple"
+    assert any("JSON string" in w for w in warnings)

@@ -178,3 +178,31 @@ def test_arbitrary_json_like_text_either_parses_or_raises_a_parse_error(text: st
     except PlanParseError as e:
         assert e.text == text
     assume(True)
+
+
+PROSE = st.sampled_from(
+    [
+        "Here's the plan.",
+        "It's short [see note 1].",
+        "Use the {placeholder} syntax.",
+        "Steps (e.g. [a], [b]) follow:",
+        "I don't think we need more than this.",
+        "**Plan:**",
+        "`code` and “quotes” [“like this”].",
+        "- [ ] todo\n- [x] done",
+        "See https://example.com/a?b=[c]",
+        "Done: {}",
+    ]
+)
+
+
+@SETTINGS
+@given(st.data())
+def test_realistic_prose_around_a_plan_does_not_change_what_is_read(data: st.DataObject) -> None:
+    steps = data.draw(dags())
+    body = data.draw(renderings(steps, wraps=("raw", "fence")))
+    before = " ".join(data.draw(st.lists(PROSE, max_size=3)))
+    after = " ".join(data.draw(st.lists(PROSE, max_size=3)))
+    result = parse_decision(f"{before}\n{body}\n{after}")
+    assert result.decision is not None
+    assert [(s.id, s.depends_on) for s in result.decision.steps] == _ids_and_deps(steps)

@@ -766,6 +766,19 @@ def handwritten() -> list[dict[str, Any]]:
             '{"plan_action": "keep"}\n' + json.dumps(S2[0]),
             {"plan_action": "keep", "steps": [], "warnings_contain": ["were ignored"]},
         ),
+        case(
+            "steps_keyed_by_id",
+            h,
+            '{"steps": {"s1": {"description": "look"}, "s2": {"task": "tell", "deps": "s1"}}}',
+            ok(S2),
+        ),
+        case(
+            "steps_keyed_stated_id_wins",
+            h,
+            '{"steps": {"a": {"id": "s1", "description": "look"}, "s2": {"task": "tell", "deps": "s1"}}}',
+            ok(S2, "used the stated id"),
+        ),
+        case("double_encoded", h, json.dumps(S2_JSON), ok(S2, "JSON string holding the JSON")),
         case("decision_wrapper", h, json.dumps({"decision": {"type": "execute_steps", "steps": S2}}), ok(S2)),
         case("plan_list_wrapper", h, json.dumps({"plan": S2, "plan_action": "new"}), ok(S2)),
         case(
