@@ -104,7 +104,8 @@ class LLMPlanner:
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
     ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
-    transport_retry, degraded, guard_overrides, keep_without_plan, budget_overflow, failed.
+    transport_retry, degraded, guard_overrides, keep_without_plan, budget_trims, compact_briefing,
+    budget_overflow, failed.
     """
 
     def __init__(
@@ -129,6 +130,10 @@ class LLMPlanner:
         return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None)
 
     def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
+        if prompt.compact:
+            self.stats["compact_briefing"] += 1
+            logger.warning("%s: state trimmed and still over budget; the compact briefing replaced the instructions",
+                           prompt.phase)
         if prompt.over_budget:
             self.stats["budget_overflow"] += 1
             logger.warning(

@@ -32,7 +32,9 @@ from soothe_planner.wire import AssessStatus, ChooseContinuation, ReflectOnPlan,
 
 SYSTEM_SCHEMAS: dict[str, type[BaseModel]] = {
     "assess_system": AssessStatus,
+    "assess_system_compact": AssessStatus,
     "generate_system": generation_model(8),
+    "generate_system_compact": generation_model(8),
     "reflect_system": ReflectOnPlan,
     "continuation_system": ChooseContinuation,
     "intake_system": RouteIntake,
@@ -69,6 +71,10 @@ def test_prompt_field_names_match_the_wire_schema_both_ways(name: str) -> None:
     assert prompt_nested == schema_nested, f"{name}: prompt {sorted(prompt_nested)} vs schema {sorted(schema_nested)}"
 
 
+def test_every_system_template_is_covered_by_the_contract() -> None:
+    assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {"answer_system"}
+
+
 def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
     # OpenAI's json_object mode rejects a conversation that never mentions JSON
     for name in SYSTEM_SCHEMAS:
@@ -77,7 +83,7 @@ def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
 
 def test_system_prompts_are_static_so_providers_can_cache_them() -> None:
     for name in template_names():
-        if name.endswith("_system"):
+        if "_system" in name:
             assert "$" not in template(name).template, name
 
 
@@ -199,6 +205,15 @@ def test_budget_moves_to_the_next_largest_section_when_one_is_not_enough() -> No
     assert set(prompt.trimmed) == {"evidence", "plan"}
     assert prompt.chars <= prompt.budget_chars
     assert "Assess the goal now." in prompt.human
+
+
+def test_compact_briefing_replaces_the_instructions_whole_when_trimming_state_is_not_enough() -> None:
+    fields = {"goal": "g" * 1100, "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
+              "plan": "p" * 100, "evidence": "e" * 1000}
+    prompt = build("plan-assess", "assess_system", "assess_human", fields,
+                   trimmable={"evidence": "head", "plan": "head"}, budget_tokens=500)
+    assert prompt.compact and not prompt.over_budget
+    assert prompt.system == template("assess_system_compact").template
 
 
 def test_prompt_over_budget_after_trimming_is_sent_whole_and_reported() -> None:

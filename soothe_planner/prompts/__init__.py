@@ -15,8 +15,10 @@ Two rules are enforced here rather than trusted to the templates:
   four characters per token), the largest trimmable section — evidence, working memory or the
   plan rendering — is cut to the headroom left, keeping at least a floor of it (a truncated
   evidence block is worth more than the gap dropping it would leave); then the next largest.
-  Instructions are never cut. If the prompt still overflows, it is sent whole and the overflow is
-  reported to the caller, which logs and counts it — refusing to call would stall the loop.
+  Instructions are never cut mid-sentence: if the prompt still overflows, a compact briefing
+  (``<name>_compact.txt``: the same fields and the data rule, fewer words) replaces the system
+  prompt whole. If even that overflows, the prompt is sent and the overflow reported to the caller,
+  which logs and counts it — a planner that refused to call would stall the loop.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def template(name: str) -> string.Template:
     return string.Template(text.rstrip("\n"))
 
 
-def template_names() -> list[str]:
-    return sorted(p.name[:-4] for p in resources.files(__package__).iterdir() if p.name.endswith(".txt"))
+@cache
+def template_names() -> tuple[str, ...]:
+    return tuple(sorted(p.name[:-4] for p in resources.files(__package__).iterdir() if p.name.endswith(".txt")))
 
 
 def escape_data(text: str) -> str:
@@ -100,6 +103,7 @@ class Prompt:
     human: str
     budget_chars: int
     trimmed: dict[str, int] = field(default_factory=dict)  # section -> characters removed
+    compact: bool = False  # the compact briefing replaced the full system prompt
 
     @property
     def chars(self) -> int:
@@ -149,7 +153,12 @@ def build(
         trimmed[name] = trimmed.get(name, 0) + before - len(values[name])
         trimmable.pop(name)  # each section is cut once, to its headroom; then the next largest
         over = total() - budget
-    return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget, trimmed=trimmed)
+    compact = False
+    if over > 0 and f"{system}_compact" in template_names():
+        sys_text = template(f"{system}_compact").substitute()
+        compact = True
+    return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget,
+                  trimmed=trimmed, compact=compact)
 
 
 # --------------------------------------------------------------------------- renderers
