@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.runnables import RunnableLambda
+from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langchain_core.tools import StructuredTool, tool
 from langgraph.store.memory import InMemoryStore
 
@@ -525,3 +525,26 @@ async def test_a_journal_that_cannot_be_written_stops_the_run_with_an_execution_
     ex = StepExecutor(tools=[echo_tool("t")], journal=BrokenStore())
     with pytest.raises(ExecutionError, match="could not be journaled"):
         await run(ex, _manager([{"id": "s1", "description": "x", "tools": ["t"]}]))
+
+
+async def test_every_tool_call_carries_a_stable_per_attempt_idempotency_key() -> None:
+    keys: list[tuple[str, int, str]] = []
+
+    def act(text: str, config: RunnableConfig) -> str:
+        meta = config["metadata"]
+        keys.append((meta["soothe_step_id"], meta["soothe_attempt"], meta["soothe_step_key"]))
+        if len(keys) == 1:
+            raise RuntimeError("first attempt fails")
+        return "ok"
+
+    tool_ = StructuredTool.from_function(act, name="act", description="a")
+    ex = StepExecutor(tools=[tool_])
+    steps = [{"id": "s1", "description": "x", "tools": ["act"]}]
+    await run(ex, _manager(steps, failure_policy="retry(1)"), thread_id="T")
+    await run(ex, _manager(steps, failure_policy="retry(1)"), thread_id="T")  # the same step, run again
+    await run(ex, _manager(steps, failure_policy="retry(1)"), thread_id="U")
+    (s1a1, s1a2, again, other) = keys
+    assert (s1a1[:2], s1a2[:2]) == (("s1", 1), ("s1", 2))
+    assert s1a1[2] != s1a2[2]  # a retry is a new attempt with a new key
+    assert again[2] == s1a1[2]  # same thread, step and attempt: same key (what a resumed run sees)
+    assert other[2] != s1a1[2] and len(s1a1[2]) == 64

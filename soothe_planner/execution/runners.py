@@ -96,9 +96,11 @@ def output_text(result: Any) -> tuple[str, dict[str, Any]]:
     return ("" if result is None else str(result)), {}
 
 
-async def run_single_input_tool(tool: BaseTool, field: str, task: str) -> Any:
+async def run_single_input_tool(
+    tool: BaseTool, field: str, task: str, *, config: dict[str, Any] | None = None
+) -> Any:
     """Call a one-string-argument tool with the task text (sync tools run in a worker thread)."""
-    return await tool.ainvoke({field: task})
+    return await tool.ainvoke({field: task}, config=config)  # type: ignore[arg-type]
 
 
 async def run_runnable(runnable: Runnable[Any, Any], task: str, *, config: dict[str, Any] | None = None) -> Any:
@@ -118,9 +120,11 @@ def build_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Runnable[Any
     return agent
 
 
-async def run_agent(model: BaseChatModel, tools: Sequence[BaseTool], task: str) -> Any:
+async def run_agent(
+    model: BaseChatModel, tools: Sequence[BaseTool], task: str, *, config: dict[str, Any] | None = None
+) -> Any:
     """Run a ReAct agent over ``tools`` on the task; its last message is the step's output."""
     agent = build_agent(model, tools)
     return await agent.ainvoke(
-        {"messages": [HumanMessage(task)]}, config={"recursion_limit": AGENT_RECURSION_LIMIT}
+        {"messages": [HumanMessage(task)]}, config={**(config or {}), "recursion_limit": AGENT_RECURSION_LIMIT}
     )

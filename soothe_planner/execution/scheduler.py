@@ -26,8 +26,11 @@ looks it up: a recorded result is replayed (event ``replayed: true``) instead of
 again. The key is ``(thread, step id, attempt, digest of goal + step content)``, so a retry is a new
 attempt and a different step that reuses an id on another goal never replays a stale result. What
 this does not cover: a step killed *while running* runs again on resume (it never completed); a
-tool with external side effects that must not repeat even then needs its own idempotency key,
-and ``StepResult.thread_id``/``attempt`` are there to build one.
+tool with external side effects that must not repeat even then needs its own idempotency check:
+every runner call carries ``metadata["soothe_step_key"]`` in its ``RunnableConfig`` (a tool gets
+it by declaring a ``config: RunnableConfig`` parameter), stable for one attempt of one step of one
+goal run and the same in the run that resumes it. The window this closes is the one between a
+tool's effect and the journal write that follows its return: no scheduler can close it alone.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ EventSink = Callable[[dict[str, Any]], Any]
 # The run's briefing (an approved plan, as data) for agent and subagent tasks. A context variable,
 # because the step tasks copy the context of the run that created them and nothing else needs it.
 _BRIEFING: contextvars.ContextVar[str | None] = contextvars.ContextVar("soothe_briefing", default=None)
+# The running step's identity, for the runners' config metadata (set inside each step's own task).
+_STEP_META: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("soothe_step", default=None)
 JOURNAL_NAMESPACE = "soothe_step_journal"
 OUTPUT_EXCERPT_CHARS = 500
 
@@ -250,6 +255,14 @@ class StepExecutor:
                 replayed = StepResult.model_validate(item.value)
                 await emit.started(step, attempt, replayed=True)
                 return replayed, True
+        # The idempotency key a side-effecting tool can use (see the module docstring): stable for
+        # one attempt of one step of one goal run, the same in the run that resumes it.
+        _STEP_META.set({
+            "soothe_step_key": hashlib.sha256(f"{scope}\x1f{key}".encode()).hexdigest(),
+            "soothe_step_id": step.id,
+            "soothe_attempt": attempt,
+            "soothe_thread_id": thread_id,
+        })
         uses_subagent = self._routes_to_runnable(step)
         async with self.controller.step():
             if uses_subagent:
@@ -353,7 +366,7 @@ class StepExecutor:
             if len(tools) == 1 and (field := single_string_field(tools[0])) is not None:
                 task = render_task(step.description, step.depends_on, completed)
                 try:
-                    raw = await run_single_input_tool(tools[0], field, task.text)
+                    raw = await run_single_input_tool(tools[0], field, task.text, config=_step_config())
                 except asyncio.CancelledError:
                     raise
                 except LLMBudgetExceeded:
@@ -384,7 +397,7 @@ class StepExecutor:
         assert self.agent_model is not None
         task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
         try:
-            raw = await run_agent(self.agent_model, tools, _with_briefing(task.text))
+            raw = await run_agent(self.agent_model, tools, _with_briefing(task.text), config=_step_config())
         except (asyncio.CancelledError, LLMBudgetExceeded):
             raise
         except Exception as exc:
@@ -405,12 +418,17 @@ class StepExecutor:
         task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
         kind = "remote_error" if name in self.remotes and name not in self.subagents else "subagent_error"
         try:
-            raw = await run_runnable(runnable, _with_briefing(task.text))
+            raw = await run_runnable(runnable, _with_briefing(task.text), config=_step_config())
         except (asyncio.CancelledError, LLMBudgetExceeded):
             raise
         except Exception as exc:
             raise _StepFailure(kind, f"{name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
         return output_text(raw)
+
+
+def _step_config() -> dict[str, Any]:
+    meta = _STEP_META.get()
+    return {"metadata": dict(meta)} if meta else {}
 
 
 def _with_briefing(text: str) -> str:
