@@ -577,3 +577,40 @@ async def test_trace_step_around_the_executor_puts_each_tool_call_under_its_step
     assert attr(steps["step:s1"], "langfuse.observation.level") in (None, "DEFAULT")
     assert attr(steps["step:s2"], "langfuse.observation.level") == "ERROR"
     assert "beta is unavailable" in attr(steps["step:s2"], "langfuse.observation.status_message")
+
+
+def test_tracing_off_needs_no_langfuse_import() -> None:
+    # langfuse is imported on the first traced run only; the disabled path never loads it.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['langfuse'] = None\n"
+        "from soothe_planner.tracing import trace_run\n"
+        "with trace_run(None, goal='g', thread_id='t') as h: assert h.callbacks == []\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_tracing_on_without_langfuse_installed_is_a_config_error_saying_how_to_fix_it() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys; sys.modules['langfuse'] = None\n"
+        "os.environ['LANGFUSE_PUBLIC_KEY'] = 'pk'; os.environ['LANGFUSE_SECRET_KEY'] = 'sk'\n"
+        "from soothe_planner.config import SootheConfig\n"
+        "from soothe_planner.errors import ConfigError\n"
+        "from soothe_planner.tracing import trace_run\n"
+        "try:\n"
+        "    with trace_run(SootheConfig(tracing={'langfuse': {'enabled': True}}), goal='g', thread_id='t'):\n"
+        "        pass\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pip install langfuse" in out.stdout and "enabled: false" in out.stdout
