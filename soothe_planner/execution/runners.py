@@ -126,5 +126,6 @@ async def run_agent(
     """Run a ReAct agent over ``tools`` on the task; its last message is the step's output."""
     agent = build_agent(model, tools)
     return await agent.ainvoke(
-        {"messages": [HumanMessage(task)]}, config={**(config or {}), "recursion_limit": AGENT_RECURSION_LIMIT}
+        {"messages": [HumanMessage(task)]},
+        config={**(config or {}), "recursion_limit": AGENT_RECURSION_LIMIT},  # type: ignore[arg-type]
     )
