@@ -423,7 +423,7 @@ class LLMPlanner:
         assert gen.decision is not None
         pm.ingest(gen.decision, 0)
         plan = pm.to_plan()
-        return plan.model_copy(update={"goal": goal, "reasoning": gen.decision.reasoning or gen.next_action})
+        return plan.model_copy(update={"goal": goal, "revision": 0, "reasoning": gen.decision.reasoning or gen.next_action})
 
     async def revise_plan(self, plan: Plan, reflection: Reflection, thread_id: str | None = None) -> Plan:
         """A new revision: finished steps are kept as they were; pending ones may be rewritten."""

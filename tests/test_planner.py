@@ -359,6 +359,7 @@ async def test_create_plan_returns_a_validated_plan() -> None:
     assert [s.id for s in result.steps] == ["s1", "s2"]
     assert all(s.status == "pending" for s in result.steps)
     assert result.steps[1].depends_on == ["s1"]
+    assert result.revision == 0 and result.status == "active"
 
 
 async def test_create_plan_re_asks_a_keep_answer() -> None:
