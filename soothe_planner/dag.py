@@ -107,9 +107,9 @@ def validate_steps(
     """Every rule ``steps`` break when added to ``existing``; an empty list means valid. Mutates nothing.
 
     A dependency may name a step of the batch or a node of ``existing``. A batch step whose id is a
-    pending node of ``existing`` refreshes it (``allow_refresh``); an id of an unfinished or finished
-    node otherwise is an error. ``superseded`` ids are about to leave the graph, so depending on
-    them is an error. ``aliases`` maps renamed ids to the ids the caller gave, for the messages.
+    pending node of ``existing`` refreshes it (``allow_refresh``); any other reuse of an existing id
+    is an error. ``superseded`` ids are about to be retired, so depending on them is an error.
+    ``aliases`` maps renamed ids to the ids the caller gave, for the messages.
     """
     existing = existing or {}
     aliases = aliases or {}

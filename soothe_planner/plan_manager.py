@@ -25,6 +25,7 @@ import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -270,7 +271,7 @@ class PlanManager:
             node = nodes.get(r.step_id)
             if node is None:
                 errors.append(
-                    f"result for unknown step '{r.step_id}' (plan steps: {', '.join(list(nodes)[:8]) or 'none'}"
+                    f"result for unknown step '{r.step_id}' (plan steps: {', '.join(islice(nodes, 8)) or 'none'}"
                     f"{', …' if len(nodes) > 8 else ''}; results must name a step of this plan)"
                 )
                 continue
