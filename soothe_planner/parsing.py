@@ -36,8 +36,9 @@ Shapes of a plan
   - the wire shape ``{"plan_action", "execution_mode", "next_action", "steps": [...]}``; the runtime
     shape ``{"type": "execute_steps", "steps": [...], "execution_mode", "reasoning"}``; ``tasks`` for
     ``steps``; ``steps`` as an object keyed by id (``{"s1": {...}}``; a key is the id of a step
-    that states none, a stated id wins with a warning); a bare array of steps; one wrapper ``{"plan": ...}`` or ``{"decision": ...}`` (up to
-    three levels) whose outer keys count as plan fields.
+    that states none, a stated id wins with a warning); a bare array of steps; a wrapper
+    ``{"plan": ...}`` or ``{"decision": ...}`` (up to three levels) whose outer keys count as plan
+    fields.
   - ``plan_action`` missing: ``new`` when there are steps. ``keep`` with no steps: keep (no
     decision). ``keep`` with steps: keep, the steps ignored with a warning. ``plan_action`` and
     ``execution_mode`` are read case-insensitively; an unknown ``execution_mode`` becomes
@@ -70,9 +71,10 @@ Rules that are never guessed away
 ``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
 ``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
 string (``"0.5"``) and a number where text belongs (``"summary": 3``), enum values in any case
-(``"Done"``), booleans written as ``"true"``/``"false"``,
-field names in any case, a single wrapper named after the schema, and unknown keys dropped with
-a warning. A value that still fails validation is an error.
+(``"Done"``), booleans written as ``"true"``/``"false"``, field names in any case, a single
+wrapper named after the schema, and unknown keys dropped with a warning. A value that still
+fails validation is an error. The step-level reading and rules live in ``_plan_steps.py``, the
+JSON scanner in ``_json_repair.py``; both are private parts of this parser.
 """
 
 from __future__ import annotations
@@ -85,6 +87,14 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from soothe_planner._json_repair import Arr, Found, Obj, Scan, scan_values, strip_think
+from soothe_planner._plan_steps import (
+    ID_KEYS,
+    STEP_MARKERS,
+    apply_rules,
+    assign_ids,
+    norm_id,
+    read_step,
+)
 from soothe_planner.errors import PlanParseError
 from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
 
@@ -92,21 +102,10 @@ __all__ = ["ParsedDecision", "parse_decision", "parse_object"]
 
 M = TypeVar("M", bound=BaseModel)
 
-_ID_KEYS = ("id", "step_id", "stepId")
-_DESC_KEYS = ("description", "desc", "task", "action", "instruction", "step")
-_DEP_KEYS = ("depends_on", "dependencies", "deps", "depends", "dependsOn")
-_TOOL_KEYS = ("tools", "tool")
-_SUB_KEYS = ("subagent", "agent", "sub_agent")
-_EXP_KEYS = ("expected_output", "expected", "expectedOutput", "expected_result")
-_STEP_KEYS = frozenset(
-    (*_ID_KEYS, *_DESC_KEYS, *_DEP_KEYS, *_TOOL_KEYS, *_SUB_KEYS, *_EXP_KEYS, "execution_hint")
-)
-_STEP_MARKERS = frozenset((*_ID_KEYS, *_DESC_KEYS, *_DEP_KEYS, *_TOOL_KEYS, *_SUB_KEYS))
 _LIST_KEYS = ("steps", "tasks")
 _WRAPPERS = ("plan", "decision")
 _PLAN_FIELDS = ("plan_action", "execution_mode", "next_action", "type", "reasoning")
 _MODES: tuple[ExecutionMode, ...] = ("parallel", "sequential", "dependency")
-_HINTS = ("tool", "subagent", "remote", "auto")
 
 
 @dataclass
@@ -144,7 +143,7 @@ def _repair_warning(found: list[Found]) -> list[str]:
 
 
 def _is_step(v: Any) -> bool:
-    return isinstance(v, dict) and any(k in v for k in _STEP_MARKERS) and not _is_container(v)
+    return isinstance(v, dict) and any(k in v for k in STEP_MARKERS) and not _is_container(v)
 
 
 def _is_container(v: Any) -> bool:
@@ -230,10 +229,10 @@ def _keyed_steps(steps: dict[str, Any], warnings: list[str]) -> list[Any]:
     """``{"s1": {...}, "s2": {...}}``: each key is the id of a step that does not state one."""
     out = []
     for key, step in steps.items():
-        given = next((step[k] for k in _ID_KEYS if k in step), None)
+        given = next((step[k] for k in ID_KEYS if k in step), None)
         if given is None:
             step["id"] = key  # mutated in place: a cut-off step stays marked as cut
-        elif _norm_id(given) != key.strip():
+        elif norm_id(given) != key.strip():
             warnings.append(f"step keyed {key!r} states id {given!r}; used the stated id")
         out.append(step)
     return out
@@ -312,192 +311,6 @@ def _plan_fields(
     )
 
 
-# --------------------------------------------------------------------------- steps
-
-
-def _pick(step: dict[str, Any], keys: tuple[str, ...], sid: str, warnings: list[str]) -> Any:
-    present = [k for k in keys if k in step]
-    for k in present[1:]:
-        warnings.append(f"step {sid}: ignored {k!r} (already have {present[0]!r})")
-    return step[present[0]] if present else None
-
-
-def _norm_id(value: Any) -> str | None:
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, str | int | float):
-        s = str(value).strip()
-        return s or None
-    return None
-
-
-def _split(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [p for p in (x.strip() for x in value.split(",")) if p]
-    if isinstance(value, list):
-        return value
-    return [value]
-
-
-def _read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[str, Any]:
-    label = f"#{position}"
-    if not isinstance(raw, dict):
-        raise PlanParseError(
-            f"step {label} is a {type(raw).__name__}, not an object with a description", text
-        )
-    step = dict(raw)
-    if "step" in step and not isinstance(step["step"], str):
-        # {"step": 1, "action": "..."}: the number is the step's id, not its description.
-        number = step.pop("step")
-        if not any(k in step for k in _ID_KEYS):
-            step["id"] = number
-    sid = _norm_id(_pick(step, _ID_KEYS, label, warnings))
-    label = repr(sid) if sid else label
-    description = _pick(step, _DESC_KEYS, label, warnings)
-    if description is None or (isinstance(description, str) and not description.strip()):
-        raise PlanParseError(f"step {label} has no description (looked for {', '.join(_DESC_KEYS)})", text)
-    deps: list[str] = []
-    for d in _split(_pick(step, _DEP_KEYS, label, warnings)):
-        nd = _norm_id(d)
-        if nd is None:
-            raise PlanParseError(f"step {label} has a dependency {d!r} that is not a step id", text)
-        if nd in deps:
-            warnings.append(f"step {label}: repeated dependency {nd!r} removed")
-        else:
-            deps.append(nd)
-    tools = [str(t).strip() for t in _split(_pick(step, _TOOL_KEYS, label, warnings))]
-    subagent = _pick(step, _SUB_KEYS, label, warnings)
-    expected = _pick(step, _EXP_KEYS, label, warnings)
-    hint = step.get("execution_hint")
-    for k in step:
-        if k not in _STEP_KEYS:
-            warnings.append(f"step {label}: ignored unknown field {k!r}")
-    subagent = str(subagent).strip() if subagent not in (None, "") else None
-    if hint not in _HINTS:
-        if hint is not None:
-            warnings.append(
-                f"step {label}: execution_hint {hint!r} is not one of {', '.join(_HINTS)}; derived it"
-            )
-        hint = "subagent" if subagent else "tool" if tools else "auto"
-    return {
-        "id": sid,
-        "description": description,
-        "tools": [t for t in tools if t],
-        "subagent": subagent or None,
-        "expected_output": "" if expected is None else expected,
-        "depends_on": deps,
-        "execution_hint": hint,
-    }
-
-
-def _position(dep: str, count: int) -> bool:
-    return dep.isascii() and dep.isdigit() and len(dep) < 7 and 1 <= int(dep) <= count
-
-
-def _assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> set[str]:
-    missing = [i for i, s in enumerate(steps) if s["id"] is None]
-    if not missing:
-        return set()
-    none_given = len(missing) == len(steps)
-    for i in missing:
-        steps[i]["id"] = f"s{i + 1}"
-    warnings.append(
-        f"assigned ids to {len(missing)} step(s) without one: " + ", ".join(f"s{i + 1}" for i in missing)
-    )
-    if none_given and any(d == "0" for s in steps for d in s["depends_on"]):
-        # Counted from 0 or from 1? "depends on 1" would name a different step either way.
-        warnings.append("dependencies are numbered from 0, so they are not read as step positions")
-    elif none_given:
-        # With no ids at all and no step 0, "depends on 2" can only mean the second step.
-        count = len(steps)
-        for s in steps:
-            renamed = [f"s{int(d)}" if _position(d, count) else d for d in s["depends_on"]]
-            if renamed != s["depends_on"]:
-                warnings.append(
-                    f"step {s['id']!r}: read numbered dependencies {s['depends_on']} as {renamed}"
-                )
-                s["depends_on"] = list(dict.fromkeys(renamed))
-    return {steps[i]["id"] for i in missing}
-
-
-def _find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
-    """The first cycle met by a depth-first walk in plan order (iterative: plans come from models)."""
-    deps = {s["id"]: s["depends_on"] for s in steps}
-    state: dict[str, int] = {}  # 1 = on the walk's path, 2 = finished
-    for root in deps:
-        if root in state:
-            continue
-        path: list[str] = [root]
-        iters = [iter(deps[root])]
-        state[root] = 1
-        while path:
-            nxt = next(iters[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                iters.pop()
-            elif state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            elif nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                iters.append(iter(deps[nxt]))
-    return None
-
-
-def _apply_rules(
-    steps: list[dict[str, Any]],
-    known: Collection[str] | None,
-    warnings: list[str],
-    text: str,
-    assigned: set[str],
-) -> list[dict[str, Any]]:
-    seen: set[str] = set()
-    for s in steps:
-        if s["id"] in seen:
-            why = " (one was given to a step written without an id)" if s["id"] in assigned else ""
-            raise PlanParseError(
-                f"duplicate step id {s['id']!r}{why}: dependents would be ambiguous; give every step its own id",
-                text,
-            )
-        seen.add(s["id"])
-    dropped: set[str] = set()
-    if known is not None:
-        known_set = set(known)
-        shown = ", ".join(sorted(known_set)[:12]) or "none"
-        for s in steps:
-            names = [("tool", t) for t in s["tools"]] + (
-                [("subagent", s["subagent"])] if s["subagent"] else []
-            )
-            bad = [f"{kind} {name!r}" for kind, name in names if name not in known_set]
-            if bad:
-                dropped.add(s["id"])
-                warnings.append(
-                    f"dropped step {s['id']!r}: {', '.join(bad)} not a known capability (known: {shown})"
-                )
-    kept = [s for s in steps if s["id"] not in dropped]
-    if not kept:
-        raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents)", text)
-    ids = {s["id"] for s in kept}
-    for s in kept:
-        clean = []
-        for d in s["depends_on"]:
-            if d == s["id"]:
-                warnings.append(f"step {d!r} depended on itself; dependency removed")
-            elif d in dropped:
-                warnings.append(f"step {s['id']!r} depended on dropped step {d!r}; dependency removed")
-            elif d not in ids:
-                warnings.append(f"step {s['id']!r} depended on unknown step {d!r}; dependency removed")
-            else:
-                clean.append(d)
-        s["depends_on"] = clean
-    cycle = _find_cycle(kept)
-    if cycle:
-        raise PlanParseError("cycle: " + " -> ".join(cycle) + " (a step cannot wait for itself)", text)
-    return kept
-
-
 # --------------------------------------------------------------------------- public
 
 
@@ -528,9 +341,9 @@ def parse_decision(
             f"plan has {len(whole)} steps, over max_steps={max_steps}; plans over the cap fail rather than being cut",
             text,
         )
-    steps = [_read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
-    assigned = _assign_ids(steps, warnings)
-    kept = _apply_rules(steps, known_capabilities, warnings, text, assigned)
+    steps = [read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
+    assigned = assign_ids(steps, warnings)
+    kept = apply_rules(steps, known_capabilities, warnings, text, assigned)
     try:
         decision = AgentDecision(
             type="execute_steps",

@@ -1,0 +1,214 @@
+"""The steps of a plan a model wrote: their fields, their ids, and the rules no reading may bend.
+
+Part of the lenient parser (``parsing.py``), split out so that each module holds one concept:
+``parsing.py`` finds the plan in the text and decides its shape; this reads each step's fields
+through the aliases models use, gives ids to steps without one, and applies the rules that are
+never guessed away (unknown capabilities dropped, never remapped; duplicate ids and cycles
+refused). Every tolerance here is listed in the docstring of ``parsing.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from soothe_planner.errors import PlanParseError
+
+__all__ = ["ID_KEYS", "STEP_MARKERS", "apply_rules", "assign_ids", "find_cycle", "norm_id", "read_step"]
+
+ID_KEYS = ("id", "step_id", "stepId")
+DESC_KEYS = ("description", "desc", "task", "action", "instruction", "step")
+DEP_KEYS = ("depends_on", "dependencies", "deps", "depends", "dependsOn")
+TOOL_KEYS = ("tools", "tool")
+SUB_KEYS = ("subagent", "agent", "sub_agent")
+EXP_KEYS = ("expected_output", "expected", "expectedOutput", "expected_result")
+STEP_KEYS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS, *EXP_KEYS, "execution_hint"))
+STEP_MARKERS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS))
+HINTS = ("tool", "subagent", "remote", "auto")
+
+
+def _pick(step: dict[str, Any], keys: tuple[str, ...], sid: str, warnings: list[str]) -> Any:
+    present = [k for k in keys if k in step]
+    for k in present[1:]:
+        warnings.append(f"step {sid}: ignored {k!r} (already have {present[0]!r})")
+    return step[present[0]] if present else None
+
+
+def norm_id(value: Any) -> str | None:
+    """An id or dependency as ``str()`` and ``strip()`` leave it; None when it cannot be one."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str | int | float):
+        s = str(value).strip()
+        return s or None
+    return None
+
+
+def _split(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [p for p in (x.strip() for x in value.split(",")) if p]
+    if isinstance(value, list):
+        return value
+    return [value]
+
+
+def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[str, Any]:
+    """One step's fields under their canonical names (``id`` may be None: assigned later)."""
+    label = f"#{position}"
+    if not isinstance(raw, dict):
+        raise PlanParseError(
+            f"step {label} is a {type(raw).__name__}, not an object with a description", text
+        )
+    step = dict(raw)
+    if "step" in step and not isinstance(step["step"], str):
+        # {"step": 1, "action": "..."}: the number is the step's id, not its description.
+        number = step.pop("step")
+        if not any(k in step for k in ID_KEYS):
+            step["id"] = number
+    sid = norm_id(_pick(step, ID_KEYS, label, warnings))
+    label = repr(sid) if sid else label
+    description = _pick(step, DESC_KEYS, label, warnings)
+    if description is None or (isinstance(description, str) and not description.strip()):
+        raise PlanParseError(f"step {label} has no description (looked for {', '.join(DESC_KEYS)})", text)
+    deps: list[str] = []
+    for d in _split(_pick(step, DEP_KEYS, label, warnings)):
+        nd = norm_id(d)
+        if nd is None:
+            raise PlanParseError(f"step {label} has a dependency {d!r} that is not a step id", text)
+        if nd in deps:
+            warnings.append(f"step {label}: repeated dependency {nd!r} removed")
+        else:
+            deps.append(nd)
+    tools = [str(t).strip() for t in _split(_pick(step, TOOL_KEYS, label, warnings))]
+    subagent = _pick(step, SUB_KEYS, label, warnings)
+    expected = _pick(step, EXP_KEYS, label, warnings)
+    hint = step.get("execution_hint")
+    for k in step:
+        if k not in STEP_KEYS:
+            warnings.append(f"step {label}: ignored unknown field {k!r}")
+    subagent = str(subagent).strip() if subagent not in (None, "") else None
+    if hint not in HINTS:
+        if hint is not None:
+            warnings.append(
+                f"step {label}: execution_hint {hint!r} is not one of {', '.join(HINTS)}; derived it"
+            )
+        hint = "subagent" if subagent else "tool" if tools else "auto"
+    return {
+        "id": sid,
+        "description": description,
+        "tools": [t for t in tools if t],
+        "subagent": subagent or None,
+        "expected_output": "" if expected is None else expected,
+        "depends_on": deps,
+        "execution_hint": hint,
+    }
+
+
+def _position(dep: str, count: int) -> bool:
+    return dep.isascii() and dep.isdigit() and len(dep) < 7 and 1 <= int(dep) <= count
+
+
+def assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> set[str]:
+    """Give ``s<position>`` to steps without an id; returns the ids given."""
+    missing = [i for i, s in enumerate(steps) if s["id"] is None]
+    if not missing:
+        return set()
+    none_given = len(missing) == len(steps)
+    for i in missing:
+        steps[i]["id"] = f"s{i + 1}"
+    warnings.append(
+        f"assigned ids to {len(missing)} step(s) without one: " + ", ".join(f"s{i + 1}" for i in missing)
+    )
+    if none_given and any(d == "0" for s in steps for d in s["depends_on"]):
+        # Counted from 0 or from 1? "depends on 1" would name a different step either way.
+        warnings.append("dependencies are numbered from 0, so they are not read as step positions")
+    elif none_given:
+        # With no ids at all and no step 0, "depends on 2" can only mean the second step.
+        count = len(steps)
+        for s in steps:
+            renamed = [f"s{int(d)}" if _position(d, count) else d for d in s["depends_on"]]
+            if renamed != s["depends_on"]:
+                warnings.append(
+                    f"step {s['id']!r}: read numbered dependencies {s['depends_on']} as {renamed}"
+                )
+                s["depends_on"] = list(dict.fromkeys(renamed))
+    return {steps[i]["id"] for i in missing}
+
+
+def find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
+    """The first cycle met by a depth-first walk in plan order (iterative: plans come from models)."""
+    deps = {s["id"]: s["depends_on"] for s in steps}
+    state: dict[str, int] = {}  # 1 = on the walk's path, 2 = finished
+    for root in deps:
+        if root in state:
+            continue
+        path: list[str] = [root]
+        iters = [iter(deps[root])]
+        state[root] = 1
+        while path:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                iters.pop()
+            elif state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                iters.append(iter(deps[nxt]))
+    return None
+
+
+def apply_rules(
+    steps: list[dict[str, Any]],
+    known: Collection[str] | None,
+    warnings: list[str],
+    text: str,
+    assigned: set[str],
+) -> list[dict[str, Any]]:
+    """The steps that survive the rules, dependencies cleaned; raises on what cannot be repaired."""
+    seen: set[str] = set()
+    for s in steps:
+        if s["id"] in seen:
+            why = " (one was given to a step written without an id)" if s["id"] in assigned else ""
+            raise PlanParseError(
+                f"duplicate step id {s['id']!r}{why}: dependents would be ambiguous; give every step its own id",
+                text,
+            )
+        seen.add(s["id"])
+    dropped: set[str] = set()
+    if known is not None:
+        known_set = set(known)
+        shown = ", ".join(sorted(known_set)[:12]) or "none"
+        for s in steps:
+            names = [("tool", t) for t in s["tools"]] + (
+                [("subagent", s["subagent"])] if s["subagent"] else []
+            )
+            bad = [f"{kind} {name!r}" for kind, name in names if name not in known_set]
+            if bad:
+                dropped.add(s["id"])
+                warnings.append(
+                    f"dropped step {s['id']!r}: {', '.join(bad)} not a known capability (known: {shown})"
+                )
+    kept = [s for s in steps if s["id"] not in dropped]
+    if not kept:
+        raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents)", text)
+    ids = {s["id"] for s in kept}
+    for s in kept:
+        clean = []
+        for d in s["depends_on"]:
+            if d == s["id"]:
+                warnings.append(f"step {d!r} depended on itself; dependency removed")
+            elif d in dropped:
+                warnings.append(f"step {s['id']!r} depended on dropped step {d!r}; dependency removed")
+            elif d not in ids:
+                warnings.append(f"step {s['id']!r} depended on unknown step {d!r}; dependency removed")
+            else:
+                clean.append(d)
+        s["depends_on"] = clean
+    cycle = find_cycle(kept)
+    if cycle:
+        raise PlanParseError("cycle: " + " -> ".join(cycle) + " (a step cannot wait for itself)", text)
+    return kept
