@@ -194,9 +194,9 @@ def build_strange_loop(
         decision = state.get("current_decision") or {}
         digest = seal_digest(decision)
         sealed = state.get("sealed_plan") or {}
-        if sealed.get("sha256") == digest or _subset_of_sealed(decision, sealed):
-            # The same plan (or what is left of it) was approved already: no second question.
-            return {"sealed_plan": {**sealed, "sha256": digest, "plan": decision}, "approval_feedback": None}
+        if sealed.get("sha256") == digest:
+            # This exact plan was approved already: no second question.
+            return {"approval_feedback": None}
         rendering = render_decision(decision)
         reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}))
         if reply.approved:
@@ -303,15 +303,6 @@ def build_strange_loop(
         recursion_limit=recursion_limit_for(max_iterations)
     )
     return limited
-
-
-def _subset_of_sealed(decision: dict[str, Any], sealed: dict[str, Any]) -> bool:
-    """Every step of ``decision`` appears, unchanged, in the approved plan (what is left of it)."""
-    plan = sealed.get("plan") if sealed else None
-    if not plan or not decision.get("steps"):
-        return False
-    approved = {seal_digest(s) for s in plan.get("steps", [])}
-    return all(seal_digest(s) in approved for s in decision["steps"])
 
 
 def _check_seal(decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any) -> str | None:
