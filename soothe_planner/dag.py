@@ -215,18 +215,8 @@ def _as_node(step: StepLike, iteration: int) -> PlanStep:
             update={"depends_on": list(dict.fromkeys(step.depends_on)), "tools": list(step.tools)}
         )
     # Validating a plain dict (pydantic-core) measured faster than model_construct, and stays checked.
-    return PlanStep.model_validate(
-        {
-            "id": step.id,
-            "description": step.description,
-            "execution_hint": step.execution_hint,
-            "depends_on": list(dict.fromkeys(step.depends_on)),
-            "tools": step.tools,
-            "subagent": step.subagent,
-            "expected_output": step.expected_output,
-            "iteration": iteration,
-        }
-    )
+    fields = {**step.__dict__, "depends_on": list(dict.fromkeys(step.depends_on)), "iteration": iteration}
+    return PlanStep.model_validate(fields)
 
 
 class PlanDAG:
@@ -428,9 +418,6 @@ class PlanDAG:
         return stuck
 
     # ------------------------------------------------------------------ graph queries
-
-    def children(self, step_id: str) -> list[str]:
-        return list(self._children[step_id])
 
     def descendants(self, step_id: str) -> list[str]:
         """Every node reachable through dependents of ``step_id``, breadth-first."""
