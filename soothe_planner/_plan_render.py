@@ -1,7 +1,8 @@
 """How is a step DAG shown to a model (compact text) and to a person (a Mermaid diagram)?
 
 Text for prompts is one line per step, ``s2 [completed] Read the config <- s1``, with a short
-result excerpt under finished steps (the error for failed and skipped ones). Step outputs are
+result excerpt under finished steps (the error for failed and skipped ones, and the last error of
+a step waiting for a retry). Step outputs are
 folded onto one line so that an output can never pose as another step's line. When a budget is
 given, the text gives way in an order that keeps what the planner decides with: the longest
 excerpts are cut first (all cut to one common length), then excerpts go, then finished steps are
@@ -78,7 +79,8 @@ def planning_context(order: Sequence[PlanStep], max_chars: int | None = None) ->
     if not order:
         return "(no steps yet)"
     heads = {n.id: _head(n, n.description) for n in order}
-    excerpts = {n.id: ex for n in order if n.finished and (ex := _excerpt(n))}
+    # A pending step that holds a result is waiting for a retry: its last error is worth showing.
+    excerpts = {n.id: ex if n.finished else f"previous attempt {ex}" for n in order if (ex := _excerpt(n))}
     text = _render(order, heads, excerpts, EXCERPT)
     if max_chars is None or len(text) <= max_chars:
         return text

@@ -427,6 +427,13 @@ def test_planning_context_lines_and_excerpts() -> None:
     )
 
 
+def test_planning_context_shows_the_last_error_of_a_step_waiting_for_a_retry() -> None:
+    pm = PlanManager("g", failure_policy="retry(1)")
+    pm.ingest(decision(act("s1", desc="Call the API")))
+    run(pm, bad("s1", "HTTP 503"))
+    assert pm.planning_context() == "s1 [pending] Call the API\n    previous attempt error: HTTP 503"
+
+
 def test_planning_context_trims_the_longest_excerpts_first() -> None:
     pm = PlanManager("g")
     pm.ingest(decision(act("a"), act("b")))
