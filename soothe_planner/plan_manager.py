@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -114,6 +115,8 @@ class PlanManager:
         self._counters: dict[str, int] = {}  # rename base -> next suffix to try
         self._mode: ExecutionMode = "dependency"
         self._reasoning = ""
+        self.plan_id = uuid.uuid4().hex[:12]  # stable across to_plan() calls and revisions
+        self._revision_base = 0  # a plan loaded with from_plan() keeps counting its revisions
 
     # ------------------------------------------------------------------ reading
 
@@ -331,14 +334,19 @@ class PlanManager:
         """The DAG as a ``Plan`` (copies, dependencies first): active while work is left, else completed
         when every step completed or was superseded, else failed."""
         nodes = [self.dag.nodes[sid].model_copy(deep=True) for sid in self.dag.topological_order()]
-        if any(not n.finished for n in nodes):
+        if not nodes or any(not n.finished for n in nodes):
             status: Literal["active", "completed", "failed"] = "active"
         elif all(n.status == "completed" or _superseded(n) for n in nodes):
             status = "completed"
         else:
             status = "failed"
         return Plan(
-            goal=self.goal, steps=nodes, status=status, reasoning=self._reasoning, revision=len(self.history)
+            id=self.plan_id,
+            goal=self.goal,
+            steps=nodes,
+            status=status,
+            reasoning=self._reasoning,
+            revision=self._revision_base + len(self.history),
         )
 
     def planning_context(self, max_chars: int | None = None) -> str:
@@ -362,6 +370,8 @@ class PlanManager:
         return {
             "format": _FORMAT,
             "goal": self.goal,
+            "plan_id": self.plan_id,
+            "revision_base": self._revision_base,
             "failure_policy": str(self.failure_policy),
             "max_plan_steps": self.max_plan_steps,
             "allowed_capabilities": None
@@ -394,6 +404,7 @@ class PlanManager:
         pm._counters = {str(k): int(v) for k, v in data["rename_counters"].items()}
         pm._mode = data["execution_mode"]
         pm._reasoning = data["reasoning"]
+        pm.plan_id, pm._revision_base = data["plan_id"], int(data["revision_base"])
         return pm
 
     def to_json(self) -> str:
@@ -408,5 +419,5 @@ class PlanManager:
         """A manager holding ``plan``'s steps as they are (statuses and results kept)."""
         pm = cls(plan.goal, **kwargs)
         pm.dag.add(plan.steps)
-        pm._reasoning = plan.reasoning
+        pm.plan_id, pm._revision_base, pm._reasoning = plan.id, plan.revision, plan.reasoning
         return pm

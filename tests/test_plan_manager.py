@@ -510,6 +510,16 @@ def test_from_plan_keeps_statuses_and_results() -> None:
     )
     pm = PlanManager.from_plan(plan)
     assert pm.node("a").result == ok("a") and ids(pm.ready_steps()) == ["b"]
+    pm.ingest(decision(act("c", "b")), 1)
+    revised = pm.to_plan()
+    assert (revised.id, revised.revision) == (plan.id, plan.revision + 1)
+    assert pm.to_plan().id == revised.id
+
+
+def test_an_empty_manager_is_an_active_plan_with_nothing_in_flight() -> None:
+    pm = PlanManager("g")
+    assert pm.to_plan().status == "active" and pm.in_flight_decision() is None
+    assert not pm.has_unfinished() and pm.ready_steps() == [] and pm.planning_context() == "(no steps yet)"
 
 
 # --------------------------------------------------------------------------- persistence
