@@ -544,3 +544,16 @@ def test_from_dict_rejects_an_unknown_format() -> None:
     data["format"] = 99
     with pytest.raises(PlanValidationError, match="format 99"):
         PlanManager.from_dict(data)
+
+
+def test_state_survives_the_langgraph_checkpoint_serializer_unchanged() -> None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    pm = PlanManager("g", failure_policy="retry(1)")
+    pm.ingest(decision(act("s1"), act("s2", "s1"), act("s3")))
+    run(pm, ok("s1"), bad("s3"))
+    serde = JsonPlusSerializer()
+    data = pm.to_dict()
+    stored = serde.loads_typed(serde.dumps_typed(data))
+    assert stored == data
+    assert PlanManager.from_dict(stored).to_dict() == data
