@@ -265,3 +265,35 @@ def test_planning_context_keeps_every_unfinished_id_and_status_and_fits_when_it_
     if len(bare) + len(f"({len(pm.nodes) - len(unfinished)} finished steps omitted)") + 1 <= budget:
         assert len(text) <= budget
     assert pm.planning_context(max_chars=None).count("\n") >= len(pm.nodes) - 1
+
+
+@SETTINGS
+@given(st.data())
+def test_a_batch_of_outcomes_is_all_or_nothing(data: st.DataObject) -> None:
+    graph = data.draw(graphs(acyclic=True, max_nodes=8))
+    pm = manager_for(
+        graph, shuffled_steps(data, graph), policy=data.draw(st.sampled_from(["block", "retry(1)"]))
+    )
+    for _ in range(data.draw(st.integers(0, 3))):
+        if ready := pm.ready_steps(1):
+            pm.mark_started(ready[0].id)
+            pm.record_step_outcomes([StepResult(step_id=ready[0].id, success=data.draw(st.booleans()))])
+    ids = [*graph, "ghost"]
+    batch = [
+        StepResult(step_id=data.draw(st.sampled_from(ids)), success=data.draw(st.booleans()), output="x")
+        for _ in range(data.draw(st.integers(1, 4)))
+    ]
+    before = pm.to_dict()
+    try:
+        synthetic = pm.record_step_outcomes(batch)
+    except PlanValidationError as exc:
+        assert exc.errors and pm.to_dict() == before
+        return
+    assert "ghost" not in {r.step_id for r in batch}
+    for r in synthetic:
+        assert pm.node(r.step_id).status == "skipped" and pm.node(r.step_id).result == r
+    assert {n.id for n in pm.ready_steps()} == {
+        n.id
+        for n in pm.nodes
+        if n.status == "pending" and all(pm.node(d).status == "completed" for d in n.depends_on)
+    }
