@@ -107,3 +107,33 @@ def test_every_gold_item_of_each_subset_is_valid_and_scores_one() -> None:
             assert validity_errors(wf) == [], item["id"]
             s = score(wf, wf)
             assert (s.node_f1, s.edge_f1) == (1.0, 1.0), item["id"]
+
+
+GOLD_SAMPLES = [
+    GOLD_DIAMOND,
+    "Node:\n1: Identify the activity the men are engaged in.\n2: Answer what the two men just did.\n"
+    "3: Select the choice from the four answer choices.\nEdge: (START,1) (1,2) (2,3) (3,END)",
+    "Node:\n1: fetch data\n2: plot data\n3: write the caption\nGraph:\nprose here\nEdge: (START,1) (1,2) (1,3) (START,3) (2,END) (3,END)",
+]
+
+
+async def test_gold_plans_fed_through_the_planner_score_one() -> None:
+    from bench.worfbench import plan_as_workflow, run_sanity, sample, workflow_as_generate_plan
+    from soothe_planner.models import PlanContext, PlannerSettings
+    from soothe_planner.planner import LLMPlanner
+    from soothe_planner.testing import ScriptedChatModel
+
+    for text in GOLD_SAMPLES:
+        gold = parse_workflow(text)
+        planner = LLMPlanner(
+            ScriptedChatModel(responses=[workflow_as_generate_plan(gold)]),
+            settings=PlannerSettings(max_plan_steps=8),
+        )
+        plan = await planner.create_plan("the task", PlanContext())
+        s = score(plan_as_workflow(plan), gold)
+        assert s.valid and (s.node_f1, s.edge_f1) == (1.0, 1.0), text
+    if DATA.is_dir():
+        from bench.worfbench import load_items
+
+        scores = await run_sanity(sample(load_items(DATA), 12, seed=3))
+        assert len(scores) == 12 and all(s.valid and s.node_f1 == s.edge_f1 == 1.0 for s in scores)
