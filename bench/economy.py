@@ -213,11 +213,28 @@ class Tally:
     completed: bool = False
     iterations: int = 0
     per_call: list[int] = field(default_factory=list)
+    sections: dict[str, int] = field(default_factory=dict)
 
     def add(self, tokens: int) -> None:
         self.calls += 1
         self.prompt_tokens += tokens
         self.per_call.append(tokens)
+
+
+_SECTION = re.compile(r"<(evidence|plan|working_memory|conversation|goal)>(.*?)</\1>", re.S)
+
+
+def _section_tokens(call: Any, into: dict[str, int]) -> None:
+    """Where a call's prompt tokens go: each fenced section, the schema, and the rest (instructions)."""
+    for m in call.messages:
+        text = m.text
+        fenced = 0
+        for sm in _SECTION.finditer(text):
+            n = count_tokens(sm.group(2))
+            into[sm.group(1)] = into.get(sm.group(1), 0) + n
+            fenced += n
+        key = "system" if m.type == "system" else "other human text"
+        into[key] = into.get(key, 0) + count_tokens(text) - fenced
 
 
 def _call_tokens(call: Any, schemas: dict[str, type[BaseModel]]) -> int:
@@ -250,6 +267,10 @@ async def run_ours(sc: Scenario, max_iterations: int = 12) -> Tally:
 
     def answer(call: Any) -> Any:
         tally.add(_call_tokens(call, schemas))
+        _section_tokens(call, tally.sections)
+        schema = schemas.get(call.schema_name or "")
+        if schema:
+            tally.sections["schema"] = tally.sections.get("schema", 0) + _schema_tokens(schema)
         if call.schema_name == "AssessStatus":
             if world.done:
                 return {
@@ -642,6 +663,19 @@ def main(argv: list[str]) -> int:
         f"tokens < one-call: {ours['tokens_vs_one_call_per_iteration']:.2f} "
         f"({'met' if ours['tokens_vs_one_call_per_iteration'] < 1 else 'MISSED'})"
     )
+    sections: dict[str, int] = {}
+    for tally in res["ours"]:
+        for section, n_tokens in tally.sections.items():
+            sections[section] = sections.get(section, 0) + n_tokens
+    total = sum(sections.values()) or 1
+    print("\nours: where the prompt tokens go (all scenarios)")
+    print(
+        table(
+            ["section", "tokens", "share"],
+            [[k, v, f"{v / total:.0%}"] for k, v in sorted(sections.items(), key=lambda kv: -kv[1])],
+        )
+    )
+    summary["ours"]["token_sections"] = sections
     per_scenario = [
         {
             "scenario": sc.name,
