@@ -182,15 +182,19 @@ def _read_value(text: str, pos: int, repairs: set[str], budget: list[int]) -> tu
         repairs.add("cut off")
         return root, n
 
+    charged = i
     while True:
-        budget[0] -= 1
-        if budget[0] <= 0:
-            raise _Syntax(i, "scan budget exhausted", deep=True)
         gap = _GAP.match(text, i)
         if gap and gap.end() > i:
             if "/" in gap.group():
                 repairs.add("comments")
             i = gap.end()
+        # One unit per token plus one per character consumed since the last one, so a long gap,
+        # word or unterminated comment costs what it took to read.
+        budget[0] -= 1 + i - charged
+        charged = i
+        if budget[0] <= 0:
+            raise _Syntax(i, "scan budget exhausted", deep=True)
         if i >= n:
             return cut_all()
         ch = text[i]

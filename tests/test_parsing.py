@@ -170,8 +170,23 @@ def test_a_megabyte_of_garbage_returns_or_raises_a_parse_error() -> None:
         '["a"b ' * 50_000,
         "{" * 100_000,
         '{"a' * 50_000,
+        "[/*" * 100_000,
+        "[it's " * 50_000,
+        "[\u201c" * 100_000,
+        "[" + " " * 300_000,
     ],
-    ids=["arrays", "objects", "mixed", "inner-quotes", "open-braces", "open-strings"],
+    ids=[
+        "arrays",
+        "objects",
+        "mixed",
+        "inner-quotes",
+        "open-braces",
+        "open-strings",
+        "open-comments",
+        "apostrophes",
+        "smart-quotes",
+        "whitespace",
+    ],
 )
 def test_deep_or_pathological_nesting_raises_a_parse_error_not_a_crash(text: str) -> None:
     with pytest.raises(PlanParseError):
