@@ -275,3 +275,15 @@ def test_launcher_turns_off_extra_buffer_types(monkeypatch: pytest.MonkeyPatch) 
     assert bindings.llama_model_default_params().use_extra_bufts is True
     disable_extra_buffer_types()
     assert bindings.llama_model_default_params().use_extra_bufts is False
+
+
+def test_thread_count_defaults_to_half_the_cpus_and_honours_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SOOTHE_LLM_THREADS", raising=False)
+    monkeypatch.setattr(local_llm.os, "cpu_count", lambda: 2)
+    assert local_llm.default_threads() == 1
+    monkeypatch.setattr(local_llm.os, "cpu_count", lambda: 8)
+    assert local_llm.default_threads() == 4
+    monkeypatch.setenv("SOOTHE_LLM_THREADS", "3")
+    assert local_llm.default_threads() == 3
+    argv = LocalModelServer(Path("m.gguf"), port=1).argv()
+    assert argv[argv.index("--n_threads") + 1] == "3" and argv[argv.index("--n_threads_batch") + 1] == "3"
