@@ -67,7 +67,7 @@ def _graph(config: Any, resolved: Any, persistence: Any) -> Any:
     )
 
 
-async def _drive(graph: Any, inp: Any, run_cfg: dict[str, Any], view: Any, args: argparse.Namespace) -> None:
+async def _drive(graph: Any, inp: Any, run_cfg: Any, view: Any, args: argparse.Namespace) -> None:
     """Stream the graph to the end (or a pause), feeding the view."""
     console = _out(args)
     live_ok = not args.json and console.is_terminal
@@ -124,6 +124,7 @@ async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
     from soothe_planner._render import RunView
     from soothe_planner.config import load_config, resolve_persistence, resolve_run
     from soothe_planner.graph.loop import goal_input, run_config
+    from soothe_planner.tracing import trace_run
 
     config = load_config(args.config)
     thread_id = args.thread or uuid.uuid4().hex[:12]
@@ -155,12 +156,15 @@ async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
                 inp["intake"] = "complex"  # skip the routing call: every goal gets the full loop
         view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
                        llm_calls=lambda: resolved.controller.total_llm_calls)
-        try:
-            await _drive(graph, inp, run_cfg, view, args)
-        except GraphRecursionError:
-            raise PlannerError(
-                f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
-            ) from None
+        with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:
+            try:
+                await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
+            except GraphRecursionError:
+                raise PlannerError(
+                    f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
+                ) from None
+        if trace.enabled and not args.json and trace.summary():
+            _out(args).print(trace.summary())
         snapshot = await graph.aget_state(run_cfg)
         return _finish(snapshot.values, snapshot.interrupts, thread_id, resolved, args)
 

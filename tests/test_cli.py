@@ -232,3 +232,9 @@ def test_console_script_runs_a_scripted_goal_from_the_environment(tmp_path: Path
                           timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "done"
+
+
+def test_tracing_enabled_without_keys_is_a_quiet_no_op(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _setup(tmp_path, DONE_SCRIPT, tracing={"langfuse": {"enabled": True, "tags": ["t"]}})
+    assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_DONE
+    assert _json(capsys)["status"] == "done"
