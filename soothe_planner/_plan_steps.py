@@ -14,7 +14,16 @@ from typing import Any
 
 from soothe_planner.errors import PlanParseError
 
-__all__ = ["ID_KEYS", "STEP_MARKERS", "apply_rules", "assign_ids", "find_cycle", "norm_id", "read_step"]
+__all__ = [
+    "ID_KEYS",
+    "apply_rules",
+    "assign_ids",
+    "find_cycle",
+    "fold_keys",
+    "is_step_like",
+    "norm_id",
+    "read_step",
+]
 
 ID_KEYS = ("id", "step_id", "stepId")
 DESC_KEYS = ("description", "desc", "task", "action", "instruction", "step")
@@ -25,6 +34,24 @@ EXP_KEYS = ("expected_output", "expected", "expectedOutput", "expected_result")
 STEP_KEYS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS, *EXP_KEYS, "execution_hint"))
 STEP_MARKERS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS))
 HINTS = ("tool", "subagent", "remote", "auto")
+_FOLDED = {k.lower(): k for k in STEP_KEYS}
+_MARKERS_FOLDED = frozenset(k.lower() for k in STEP_MARKERS)
+
+
+def is_step_like(value: Any) -> bool:
+    """An object carrying at least one step field, under any alias and in any case."""
+    return isinstance(value, dict) and any(str(k).lower() in _MARKERS_FOLDED for k in value)
+
+
+def fold_keys(step: dict[str, Any]) -> dict[str, Any]:
+    """``{"Description": ...}`` read as ``{"description": ...}``; an exact name already present wins."""
+    out: dict[str, Any] = {}
+    for k, v in step.items():
+        name = k if k in STEP_KEYS else _FOLDED.get(str(k).lower(), k)
+        if name in out or (name != k and name in step):
+            name = k  # both spellings given: the odd one is reported as an unknown field
+        out[name] = v
+    return out
 
 
 def _pick(step: dict[str, Any], keys: tuple[str, ...], sid: str, warnings: list[str]) -> Any:
@@ -61,7 +88,7 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
         raise PlanParseError(
             f"step {label} is a {type(raw).__name__}, not an object with a description", text
         )
-    step = dict(raw)
+    step = fold_keys(raw)
     if "step" in step and not isinstance(step["step"], str):
         # {"step": 1, "action": "..."}: the number is the step's id, not its description.
         number = step.pop("step")

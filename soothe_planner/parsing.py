@@ -36,7 +36,8 @@ Shapes of a plan
   - the wire shape ``{"plan_action", "execution_mode", "next_action", "steps": [...]}``; the runtime
     shape ``{"type": "execute_steps", "steps": [...], "execution_mode", "reasoning"}``; ``tasks`` for
     ``steps``; ``steps`` as an object keyed by id (``{"s1": {...}}``; a key is the id of a step
-    that states none, a stated id wins with a warning); a bare array of steps; a wrapper
+    that states none, a stated id wins with a warning), also with no ``steps`` key at all when
+    every value is a step (``{"Step 1": {...}, "Step 2": {...}}``); a bare array of steps; a wrapper
     ``{"plan": ...}`` or ``{"decision": ...}`` (up to three levels) whose outer keys count as plan
     fields.
   - ``plan_action`` missing: ``new`` when there are steps. ``keep`` with no steps: keep (no
@@ -57,7 +58,8 @@ Fields of a step (the canonical name wins; an alias next to it is ignored with a
   - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
     number ``k`` in a dependency means the k-th step, counted from 1 — unless some dependency is
     ``0``: then the numbering is ambiguous and no number is read as a position.
-  - any other key of a step or of the plan is dropped with a warning.
+  - step field names in any case (``"Description"``); any other key of a step or of the plan is
+    dropped with a warning.
 Rules that are never guessed away
   - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
     never remapped to a similar name. A dependency on a dropped or nonexistent step, or on the
@@ -89,9 +91,10 @@ from pydantic import BaseModel, ValidationError
 from soothe_planner._json_repair import Arr, Found, Obj, Scan, scan_values, strip_think
 from soothe_planner._plan_steps import (
     ID_KEYS,
-    STEP_MARKERS,
     apply_rules,
     assign_ids,
+    fold_keys,
+    is_step_like,
     norm_id,
     read_step,
 )
@@ -143,13 +146,18 @@ def _repair_warning(found: list[Found]) -> list[str]:
 
 
 def _is_step(v: Any) -> bool:
-    return isinstance(v, dict) and any(k in v for k in STEP_MARKERS) and not _is_container(v)
+    return is_step_like(v) and not _is_container(v)
+
+
+def _is_keyed_steps(v: Any) -> bool:
+    # {"Step 1": {...}, "Step 2": {...}}: every value a step, keyed by its name.
+    return isinstance(v, dict) and bool(v) and all(is_step_like(x) for x in v.values())
 
 
 def _is_container(v: Any) -> bool:
     if not isinstance(v, dict):
         return False
-    if any(k in v for k in _LIST_KEYS):
+    if any(k in v for k in _LIST_KEYS) or _is_keyed_steps(v):
         return True
     return any(isinstance(v.get(k), dict | list) for k in _WRAPPERS)
 
@@ -229,7 +237,8 @@ def _keyed_steps(steps: dict[str, Any], warnings: list[str]) -> list[Any]:
     """``{"s1": {...}, "s2": {...}}``: each key is the id of a step that does not state one."""
     out = []
     for key, step in steps.items():
-        given = next((step[k] for k in ID_KEYS if k in step), None)
+        folded = fold_keys(step)
+        given = next((folded[k] for k in ID_KEYS if k in folded), None)
         if given is None:
             step["id"] = key  # mutated in place: a cut-off step stays marked as cut
         elif norm_id(given) != key.strip():
@@ -258,6 +267,8 @@ def _unwrap(
                 )
             return head, steps, warnings
         wrapper = next((k for k in _WRAPPERS if isinstance(value.get(k), dict | list)), None)
+        if wrapper is None and _is_keyed_steps(value):
+            return head, _keyed_steps(value, warnings), warnings
         if wrapper is None:
             head.update(value)  # a wrapper holding plan fields but no steps (or cut before them)
             return head, None, warnings

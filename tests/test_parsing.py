@@ -53,6 +53,7 @@ def test_corpus_has_at_least_300_cases_in_every_category() -> None:
         "capabilities",
         "structure",
         "handwritten",
+        "real_model",
     }
     assert sum(1 for c in CASES if "error_contains" in c["expect"]) >= 40
     assert len({c["name"] for c in CASES}) == len(CASES), "case names must be unique"

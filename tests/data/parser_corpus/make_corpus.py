@@ -3,6 +3,10 @@
 Run ``python tests/data/parser_corpus/make_corpus.py`` to regenerate the ``*.jsonl`` files next to
 it; ``tests/test_parsing.py`` checks that the files on disk are what this script produces.
 
+``real_model.jsonl`` is not generated: it holds answers the embedded 0.5B model gave to planning
+prompts, kept verbatim, each labelled by hand from reading the text (what its ids, dependencies,
+tools and mistakes are), never from the parser's output.
+
 Every expected result is derived from how the case was built — the seed plan's own steps, the
 change that was made to them — and never from running the parser. A case is one JSON line::
 
@@ -777,6 +781,23 @@ def handwritten() -> list[dict[str, Any]]:
             h,
             '{"steps": {"a": {"id": "s1", "description": "look"}, "s2": {"task": "tell", "deps": "s1"}}}',
             ok(S2, "used the stated id"),
+        ),
+        case(
+            "top_level_keyed_any_case",
+            h,
+            '{"Step 1": {"Task": "look"}, "Step 2": {"TASK": "tell", "Deps": "Step 1"}}',
+            ok(
+                [
+                    {"id": "Step 1", "description": "l"},
+                    {"id": "Step 2", "description": "t", "depends_on": ["Step 1"]},
+                ]
+            ),
+        ),
+        case(
+            "both_spellings_of_a_field",
+            h,
+            '[{"id": "s1", "description": "look", "Description": "other"}]',
+            ok([S2[0]], "unknown field 'Description'"),
         ),
         case("double_encoded", h, json.dumps(S2_JSON), ok(S2, "JSON string holding the JSON")),
         case("decision_wrapper", h, json.dumps({"decision": {"type": "execute_steps", "steps": S2}}), ok(S2)),
