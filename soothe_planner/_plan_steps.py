@@ -231,7 +231,11 @@ def apply_rules(
             elif d in dropped:
                 warnings.append(f"step {s['id']!r} depended on dropped step {d!r}; dependency removed")
             elif d not in ids:
-                warnings.append(f"step {s['id']!r} depended on unknown step {d!r}; dependency removed")
+                # Small models often list the tools a step needs as its dependencies; say so, so a
+                # re-ask can fix it, but never move the name into tools (that would be a guess).
+                is_tool = d in s["tools"] or (known is not None and d in known)
+                hint = f" ({d!r} is a tool, not a step)" if is_tool else ""
+                warnings.append(f"step {s['id']!r} depended on unknown step {d!r}{hint}; dependency removed")
             else:
                 clean.append(d)
         s["depends_on"] = clean
