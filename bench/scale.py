@@ -40,7 +40,9 @@ def _manager_walk(dag: RandomDag) -> tuple[float, float, Any]:
 
     decision = dag.decision()
     # Results are built before the clock starts: making them is the executor's cost, not the manager's.
-    outcome = {f"s{i}": StepResult(step_id=f"s{i}", success=True, output="ok", duration_ms=0) for i in range(dag.n)}
+    outcome = {
+        f"s{i}": StepResult(step_id=f"s{i}", success=True, output="ok", duration_ms=0) for i in range(dag.n)
+    }
     gc.collect()
     t0 = time.perf_counter()
     pm = PlanManager("scale benchmark", max_plan_steps=dag.n)

@@ -30,7 +30,7 @@ RUNS = 100
 FAILURE_RATE = 0.3
 BUDGET = 8
 # Two stages: the second becomes known once the first is done, so every goal needs two plans.
-STAGES = [[("a", []), ("b", [])], [("c", ["a", "b"]), ("d", ["c"])]]
+STAGES: list[list[tuple[str, list[str]]]] = [[("a", []), ("b", [])], [("c", ["a", "b"]), ("d", ["c"])]]
 
 
 def _transport_error(rng: random.Random) -> Exception:
@@ -39,10 +39,8 @@ def _transport_error(rng: random.Random) -> Exception:
     if kind == 0:
         return httpx.ReadTimeout("timed out reading the response", request=request)
     if kind == 1:
-        return openai.RateLimitError("rate limited", response=httpx.Response(429, request=request), body=None)
-    return openai.InternalServerError(
-        "upstream failure", response=httpx.Response(500, request=request), body=None
-    )
+        return openai.RateLimitError("rate limited", response=httpx.Response(429, request=request), body=None)  # type: ignore[arg-type]
+    return openai.InternalServerError("upstream failure", response=httpx.Response(500, request=request), body=None)  # type: ignore[arg-type]
 
 
 class Goal:

@@ -122,7 +122,7 @@ async def _drive(db: Path, side: Path, thread: str) -> dict[str, Any]:
         FunctionChatModel(_reply(side, thread)), settings=PlannerSettings(transport_backoff_s=0.0)
     )
     executor = StepExecutor(tools=[_tool(side, thread)])
-    config = run_config(thread, 8)
+    config: Any = run_config(thread, 8)
     async with open_persistence("sqlite", path=db) as p:
         graph = build_strange_loop(planner, executor, checkpointer=p.checkpointer, store=p.store)
         snapshot = await graph.aget_state(config)
@@ -135,7 +135,7 @@ async def _drive(db: Path, side: Path, thread: str) -> dict[str, Any]:
             if snapshot.values
             else {**goal_input("act five times", thread_id=thread, max_iterations=8), "intake": "complex"}
         )
-        out: Any = await graph.ainvoke(inp, config, durability="sync")  # type: ignore[call-overload]
+        out: Any = await graph.ainvoke(inp, config, durability="sync")
         return dict(out)
 
 
