@@ -1,0 +1,47 @@
+"""The benchmark harness itself: the entry point, the schedule simulations and the scenario generator.
+
+Benchmarks are not run here (they measure time); these pin the pieces their numbers rest on.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.__main__ import BENCHMARKS, main
+from bench._dags import bottom_levels, list_schedule, random_dag
+
+
+def test_entry_point_lists_every_benchmark_and_rejects_unknown_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 0
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in BENCHMARKS)
+    assert main(["nope"]) == 2
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_list_schedules_respect_the_lower_bound_and_its_extremes(seed: int) -> None:
+    dag = random_dag(60, layers=6, seed=seed)
+    assert list_schedule(dag, None) == pytest.approx(dag.critical_path())
+    assert list_schedule(dag, 1) == pytest.approx(dag.total_work())
+    for p in (2, 4, 8):
+        for critical in (False, True):
+            assert list_schedule(dag, p, critical_first=critical) >= dag.bound(p) - 1e-9
+    assert max(bottom_levels(dag)) == pytest.approx(dag.critical_path())
+
+
+def test_dag_levels_are_a_topological_layering() -> None:
+    dag = random_dag(100, layers=10, seed=1)
+    level = {i: k for k, ids in enumerate(dag.levels()) for i in ids}
+    assert all(level[d] < level[i] for i in range(dag.n) for d in dag.deps[i])
+
+
+def test_economy_scenarios_need_one_to_six_iterations_and_include_failures() -> None:
+    from bench.economy import make_scenarios
+
+    scenarios = make_scenarios(24, seed=11)
+    assert len(scenarios) >= 20
+    assert {s.stages for s in scenarios} == {1, 2, 3, 4}
+    assert sum(bool(s.fail_attempts) for s in scenarios) >= 10
+    assert all(1 <= s.stages + len(s.fail_attempts) <= 6 for s in scenarios)
