@@ -72,7 +72,7 @@ Rules that are never guessed away
 
 ``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
 ``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
-string (``"0.5"``) and a number where text belongs (``"summary": 3``), enum values in any case
+string (``"0.5"``) or a percentage (``"80%"`` is 0.8), a number where text belongs (``"summary": 3``), enum values in any case
 (``"Done"``), booleans written as ``"true"``/``"false"``, field names in any case, a single
 wrapper named after the schema, and unknown keys dropped with a warning. A value that still
 fails validation is an error. The step-level reading and rules live in ``_plan_steps.py``, the
@@ -170,8 +170,8 @@ def _is_step_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and any(_is_step(x) for x in v)
 
 
-def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str) -> None:
-    """Refuse values that sit inside a bracket that failed to parse: steps may be missing."""
+def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str, what: str = "plan") -> None:
+    """Refuse values that sit inside a bracket that failed to parse: parts may be missing."""
     # Both lists are in text order; sweep them together, keeping the furthest failure so far.
     furthest, b = -1, 0
     reason = ""
@@ -182,8 +182,8 @@ def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str) -> None
             b += 1
         if furthest > f.start:
             raise PlanParseError(
-                f"the JSON around the plan is malformed at offset {furthest} ({reason}); "
-                "a plan read from inside it may be missing steps",
+                f"the JSON around the {what} is malformed at offset {furthest} ({reason}); "
+                f"the {what} read from inside it may be missing parts",
                 text,
             )
 
@@ -389,8 +389,11 @@ def _coerce(value: Any, annotation: Any) -> Any:
         if bool in wants and v.lower() in ("true", "false"):
             return v.lower() == "true"
         if float in wants or int in wants:
+            scale = 1.0
+            if float in wants and v.endswith("%"):
+                v, scale = v[:-1].strip(), 0.01  # "80%" is 0.8: the only reading of a percentage
             try:
-                return float(v) if float in wants else int(v)
+                return float(v) * scale if float in wants else int(v)
             except ValueError:
                 return value
     return value
@@ -419,7 +422,7 @@ def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
         )
     best = max(c[0] for c in candidates)
     _, found, obj = next(c for c in candidates if c[0] == best)
-    _check_not_inside_broken(scan, [found], text)
+    _check_not_inside_broken(scan, [found], text, "answer")
     warnings = decoded + _repair_warning([found])
     if found.value.cut:
         warnings.append("the answer was cut off; closed the open JSON")

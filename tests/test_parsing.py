@@ -262,3 +262,29 @@ def test_parse_object_decodes_json_encoded_twice() -> None:
     obj, warnings = parse_object(json.dumps('{"route": "simple"}'), RouteIntake)
     assert obj.route == "simple"
     assert any("JSON string" in w for w in warnings)
+
+
+OBJECT_CASES = [
+    json.loads(line)
+    for line in (CORPUS / "objects" / "real_objects.jsonl").read_text(encoding="utf-8").splitlines()
+    if line.strip()
+]
+SCHEMAS = {s.__name__: s for s in (AssessStatus, ChooseContinuation, ReflectOnPlan, RouteIntake)}
+
+
+@pytest.mark.parametrize("case", OBJECT_CASES, ids=[c["name"] for c in OBJECT_CASES])
+def test_real_small_answers_read_as_labelled(case: dict[str, Any]) -> None:
+    schema = SCHEMAS[case["schema"]]
+    if "error_contains" in case["expect"]:
+        with pytest.raises(PlanParseError) as info:
+            parse_object(case["text"], schema)
+        assert case["expect"]["error_contains"] in info.value.reason
+        return
+    obj, _ = parse_object(case["text"], schema)
+    for name, value in case["expect"]["fields"].items():
+        assert getattr(obj, name) == value, name
+
+
+def test_parse_object_reads_a_percentage_as_a_fraction() -> None:
+    obj, _ = parse_object('{"status": "continue", "goal_progress": "40 %"}', AssessStatus)
+    assert obj.goal_progress == pytest.approx(0.4)

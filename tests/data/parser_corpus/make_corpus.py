@@ -5,7 +5,8 @@ it; ``tests/test_parsing.py`` checks that the files on disk are what this script
 
 ``real_model.jsonl`` is not generated: it holds answers the embedded 0.5B model gave to planning
 prompts, kept verbatim, each labelled by hand from reading the text (what its ids, dependencies,
-tools and mistakes are), never from the parser's output.
+tools and mistakes are), never from the parser's output. ``objects/real_objects.jsonl`` does the
+same for the small answers (status, route, continuation, reflection) read by ``parse_object``.
 
 Every expected result is derived from how the case was built — the seed plan's own steps, the
 change that was made to them — and never from running the parser. A case is one JSON line::
