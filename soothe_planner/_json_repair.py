@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "Arr", "Broken", "Found", "Obj", "Scan", "scan_values", "strip_think"]
+__all__ = ["MAX_DEPTH", "Arr", "Broken", "Found", "Obj", "Scan", "json_type", "scan_values", "strip_think"]
 
 MAX_DEPTH = 64
 """Deeper nesting than this is not a plan or an answer; it is refused, not recursed into."""
@@ -298,6 +298,19 @@ def _read_value(text: str, pos: int, repairs: set[str], budget: list[int]) -> tu
         if not stack:
             return root, i
         attach(stack[-1], done.box)
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a scanned value's type, for messages a model will read in a re-ask."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "object" if isinstance(value, dict) else "array"
 
 
 def strip_think(text: str) -> str:

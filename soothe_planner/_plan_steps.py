@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from soothe_planner._json_repair import json_type
 from soothe_planner.errors import PlanParseError
 
 __all__ = [
@@ -81,12 +82,21 @@ def _split(value: Any) -> list[Any]:
     return [value]
 
 
+def _name(value: Any, kind: str, label: str, text: str) -> str:
+    """A tool or subagent name: a string, or an object carrying one under ``name``."""
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        value = value["name"]  # {"name": "search", "args": {...}}: the function-call habit
+    if not isinstance(value, str):
+        raise PlanParseError(f"step {label} names a {kind} with a JSON {json_type(value)}, not a name", text)
+    return value.strip()
+
+
 def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[str, Any]:
     """One step's fields under their canonical names (``id`` may be None: assigned later)."""
     label = f"#{position}"
     if not isinstance(raw, dict):
         raise PlanParseError(
-            f"step {label} is a {type(raw).__name__}, not an object with a description", text
+            f"step {label} is a JSON {json_type(raw)}, not an object with a description", text
         )
     step = fold_keys(raw)
     if "step" in step and not isinstance(step["step"], str):
@@ -108,14 +118,14 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
             warnings.append(f"step {label}: repeated dependency {nd!r} removed")
         else:
             deps.append(nd)
-    tools = [str(t).strip() for t in _split(_pick(step, TOOL_KEYS, label, warnings))]
+    tools = [_name(t, "tool", label, text) for t in _split(_pick(step, TOOL_KEYS, label, warnings))]
     subagent = _pick(step, SUB_KEYS, label, warnings)
     expected = _pick(step, EXP_KEYS, label, warnings)
     hint = step.get("execution_hint")
     for k in step:
         if k not in STEP_KEYS:
             warnings.append(f"step {label}: ignored unknown field {k!r}")
-    subagent = str(subagent).strip() if subagent not in (None, "") else None
+    subagent = _name(subagent, "subagent", label, text) if subagent is not None else None
     if hint not in HINTS:
         if hint is not None:
             warnings.append(

@@ -52,7 +52,9 @@ Fields of a step (the canonical name wins; an alias next to it is ignored with a
   - description: ``description``, ``desc``, ``task``, ``action``, ``instruction``, ``step`` (a string).
   - depends_on: ``depends_on``, ``dependencies``, ``deps``, ``depends``, ``dependsOn``; a string
     (``"s1"`` or ``"s1, s2"``), a number, or null are accepted; repeats are removed.
-  - tools: ``tools`` or ``tool``, a list or a comma-separated string. subagent: ``subagent``,
+  - tools: ``tools`` or ``tool``, a list or a comma-separated string; an entry may be an object
+    with a ``name`` (``{"name": "search", "args": {...}}``), anything else that is not a name is
+    an error. subagent: ``subagent``,
     ``agent``, ``sub_agent``. expected_output: ``expected_output``, ``expected``, ``expectedOutput``,
     ``expected_result``. ``execution_hint`` is read when valid, otherwise derived as in ``wire.py``.
   - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
@@ -88,7 +90,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from soothe_planner._json_repair import Arr, Found, Obj, Scan, scan_values, strip_think
+from soothe_planner._json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
 from soothe_planner._plan_steps import (
     ID_KEYS,
     apply_rules,
@@ -263,7 +265,7 @@ def _unwrap(
                 steps = _keyed_steps(steps, warnings)
             if not isinstance(steps, list):
                 raise PlanParseError(
-                    f"'{key}' must be a list of step objects, got {type(steps).__name__}", text
+                    f"'{key}' must be a list of step objects, got a JSON {json_type(steps)}", text
                 )
             return head, steps, warnings
         wrapper = next((k for k in _WRAPPERS if isinstance(value.get(k), dict | list)), None)

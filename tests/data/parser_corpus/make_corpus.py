@@ -565,7 +565,7 @@ def handwritten() -> list[dict[str, Any]]:
         case("html_wrapped_json", h, f"<plan>{S2_JSON}</plan>", ok(S2)),
         case("json_without_plan", h, '{"answer": 42, "confidence": 0.9}', err("no JSON plan found")),
         case("steps_not_list", h, '{"steps": "1. look 2. tell"}', err("must be a list of step objects")),
-        case("steps_as_strings", h, '{"steps": ["look", "tell"]}', err("is a str, not an object")),
+        case("steps_as_strings", h, '{"steps": ["look", "tell"]}', err("is a JSON string, not an object")),
         case("type_final", h, '{"type": "final", "steps": [], "reasoning": "done"}', err("'final' decision")),
         case("type_unknown", h, json.dumps({"type": "run", "steps": S2}), err("is not 'execute_steps'")),
         case(
@@ -799,6 +799,24 @@ def handwritten() -> list[dict[str, Any]]:
             h,
             '[{"id": "s1", "description": "look", "Description": "other"}]',
             ok([S2[0]], "unknown field 'Description'"),
+        ),
+        case(
+            "tool_as_call_object",
+            h,
+            '[{"id": "s1", "description": "look", "tools": [{"name": "search", "args": {"q": "x"}}]}]',
+            ok([{**S2[0], "tools": ["search"]}]),
+        ),
+        case(
+            "tool_as_number",
+            h,
+            '[{"id": "s1", "description": "look", "tools": [3]}]',
+            err("names a tool with a JSON number"),
+        ),
+        case(
+            "subagent_as_list",
+            h,
+            '[{"id": "s1", "description": "look", "subagent": ["writer"]}]',
+            err("names a subagent with a JSON array"),
         ),
         case("double_encoded", h, json.dumps(S2_JSON), ok(S2, "JSON string holding the JSON")),
         case("decision_wrapper", h, json.dumps({"decision": {"type": "execute_steps", "steps": S2}}), ok(S2)),
