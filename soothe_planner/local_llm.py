@@ -22,6 +22,13 @@ What was weighed:
   sends for ``max_tokens`` — is ignored, so ``max_tokens`` also goes in ``extra_body`` or
   generation runs to the context limit; ``response_format`` of type ``json_schema`` answers HTTP
   500, so the planner is configured for ``function_calling`` (grammar-enforced) with this model.
+- **Tool calls written as text.** Asked to *choose* a tool (``tool_choice`` auto, as a ReAct agent
+  does), the 0.5B model writes the call as a JSON block — ```` ```json {"name": ..., "arguments":
+  {...}} ``` ```` or ``<tool_call>{...}</tool_call>`` — which the server returns as plain text, so
+  an agent would never call a tool. ``EmbeddedChatOpenAI`` lifts such a reply into a real tool
+  call, strictly: only when tools were bound, none was called, and the whole reply is one JSON
+  object whose ``name`` is a bound tool and whose ``arguments`` is an object. Anything else stays
+  text. (Forced calls — the planner's structured output — are grammar-enforced and need no help.)
 - **Lifecycle.** The server runs in its own process group and is stopped — the whole group — by
   the context manager, by ``atexit``, and on Ctrl-C (``KeyboardInterrupt`` unwinds through the
   context manager). When started from the main thread on Linux it also gets ``PR_SET_PDEATHSIG``
@@ -35,7 +42,9 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -43,16 +52,18 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import IO, TYPE_CHECKING
+from typing import IO, Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatResult
+from langchain_openai import ChatOpenAI
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
-
-if TYPE_CHECKING:
-    from langchain_openai import ChatOpenAI
 
 __all__ = [
     "LOCAL_URL_ENV",
@@ -60,6 +71,7 @@ __all__ = [
     "MODEL_PACKAGES",
     "MODEL_SHA256",
     "MODEL_SIZE",
+    "EmbeddedChatOpenAI",
     "LocalModelServer",
     "ensure_model_file",
     "local_chat_model",
@@ -374,6 +386,50 @@ def shutdown_shared_server() -> None:
             _shared = None
 
 
+_FENCE = re.compile(r"^\s*(?:```(?:json)?\s*(.*?)\s*```|<tool_call>\s*(.*?)\s*</tool_call>)\s*$", re.DOTALL)
+
+
+def lift_text_tool_call(text: str, tool_names: set[str]) -> dict[str, Any] | None:
+    """The tool call written as ``text``, if the whole text is exactly one call of a bound tool."""
+    match = _FENCE.match(text)
+    body = (match.group(1) or match.group(2)) if match else text.strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) - {"name", "arguments", "parameters"}:
+        return None
+    args = data.get("arguments", data.get("parameters"))
+    if data.get("name") not in tool_names or not isinstance(args, dict):
+        return None
+    return {"name": data["name"], "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+class EmbeddedChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` for the embedded server: a tool call the model wrote as text becomes a real one."""
+
+    def _lift(self, result: ChatResult, kwargs: dict[str, Any]) -> ChatResult:
+        names = {t.get("function", {}).get("name") for t in kwargs.get("tools") or [] if isinstance(t, dict)}
+        if not names:
+            return result
+        for generation in result.generations:
+            message = generation.message
+            if isinstance(message, AIMessage) and not message.tool_calls and isinstance(message.content, str):
+                call = lift_text_tool_call(message.content, {n for n in names if n})
+                if call is not None:
+                    generation.message = message.model_copy(update={"content": "", "tool_calls": [call]})
+        return result
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return self._lift(super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs), kwargs)
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        result = await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        return self._lift(result, kwargs)
+
+
 def local_chat_model(
     *, max_tokens: int = 1024, temperature: float = 0.0, base_url: str | None = None, timeout_s: float = 300.0
 ) -> ChatOpenAI:
@@ -381,14 +437,13 @@ def local_chat_model(
 
     ``base_url`` (or ``$SOOTHE_LOCAL_LLM_URL``) points at a server already running instead.
     """
-    from langchain_openai import ChatOpenAI
     from pydantic import SecretStr
 
     url = base_url or os.environ.get(LOCAL_URL_ENV) or _shared_url()
     url = url.rstrip("/")
     if not url.endswith("/v1"):
         url += "/v1"
-    return ChatOpenAI(
+    return EmbeddedChatOpenAI(
         base_url=url,
         api_key=SecretStr("local"),
         model=MODEL_ALIAS,

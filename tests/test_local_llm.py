@@ -287,3 +287,62 @@ def test_thread_count_defaults_to_half_the_cpus_and_honours_the_environment(monk
     assert local_llm.default_threads() == 3
     argv = LocalModelServer(Path("m.gguf"), port=1).argv()
     assert argv[argv.index("--n_threads") + 1] == "3" and argv[argv.index("--n_threads_batch") + 1] == "3"
+
+
+# --------------------------------------------------------------------------- tool calls written as text
+
+
+@pytest.mark.parametrize("text", [
+    '```json\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n```',
+    '<tool_call>\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n</tool_call>',
+    '{"name": "read_file", "parameters": {"path": "notes.md"}}',
+])
+def test_a_tool_call_written_as_text_is_lifted(text: str) -> None:
+    call = local_llm.lift_text_tool_call(text, {"read_file"})
+    assert call is not None and call["name"] == "read_file" and call["args"] == {"path": "notes.md"}
+
+
+@pytest.mark.parametrize("text", [
+    '```json\n{"name": "rm_rf", "arguments": {"path": "/"}}\n```',  # not a bound tool
+    'Sure! ```json\n{"name": "read_file", "arguments": {"path": "x"}}\n```',  # prose around it
+    '{"name": "read_file", "arguments": "x"}',  # arguments not an object
+    '{"name": "read_file", "arguments": {}, "extra": 1}',  # unknown keys
+    "The file says hello.",
+])
+def test_anything_else_stays_text(text: str) -> None:
+    assert local_llm.lift_text_tool_call(text, {"read_file"}) is None
+
+
+def test_embedded_model_lifts_a_text_tool_call_from_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json as json_mod
+
+    import httpx
+    from langchain_core.tools import tool
+
+    seen: list[dict[str, object]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(json_mod.loads(request.content))
+        content = '```json\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n```'
+        return httpx.Response(200, json={
+            "id": "x", "object": "chat.completion", "created": 0, "model": MODEL_ALIAS,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })
+
+    @tool
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return path
+
+    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", "http://127.0.0.1:9")
+    assert isinstance(local_chat_model(), local_llm.EmbeddedChatOpenAI)
+    model = local_llm.EmbeddedChatOpenAI(
+        base_url="http://127.0.0.1:9/v1", api_key="local", model=MODEL_ALIAS, max_tokens=50,
+        extra_body={"max_tokens": 50}, http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
+    reply = model.bind_tools([read_file]).invoke("read notes.md")
+    assert reply.tool_calls and reply.tool_calls[0]["name"] == "read_file" and reply.content == ""
+    assert seen[0]["max_tokens"] == 50
+    plain = model.invoke("hi")  # no tools bound: the text is left alone
+    assert "read_file" in plain.content and not plain.tool_calls
