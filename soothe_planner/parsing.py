@@ -198,10 +198,9 @@ def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]
     )
     plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
     headers = [f for f in scan.found if _is_header(f.value)]
-    if len({repr(f.value) for f in plans}) > 1:
-        raise PlanParseError(
-            f"found {len(plans)} different plans in the answer; write exactly one plan", text
-        )
+    distinct = len({repr(f.value) for f in plans})
+    if distinct > 1:
+        raise PlanParseError(f"found {distinct} different plans in the answer; write exactly one plan", text)
     used = plans[-1:] or [f for f in scan.found if _is_step(f.value)] or headers
     warnings = decoded + _repair_warning(used)
     if used and any(f.value.cut and f.start >= used[0].start for f in scan.found):
