@@ -1,0 +1,84 @@
+"""The embedded model for real: it plans into a valid DAG, and a whole run ends as done or failed, never a crash.
+
+Slow (each model call takes seconds on two cores) and needs the ``local`` extra, so these tests are
+marked ``real_model`` and skipped, with the reason, where llama-cpp-python or the model parts are
+missing. Run them with ``pytest -m real_model tests/test_real_model.py``. One server is started
+for the module and shared through ``SOOTHE_LOCAL_LLM_URL``, the same hook users have for reusing a
+running server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from soothe_planner.errors import ConfigError
+
+pytestmark = pytest.mark.real_model
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL = "Find the TODO lines in the workspace and summarise them"
+
+
+def _skip_reason() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'soothe-planner[local]')"
+    from soothe_planner.local_llm import part_files
+
+    try:
+        part_files()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.fixture(scope="module")
+def local_server() -> Iterator[str]:
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from soothe_planner.local_llm import LocalModelServer
+
+    with LocalModelServer() as server:
+        yield server.base_url
+
+
+@pytest.fixture
+def use_server(local_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", local_server)
+    monkeypatch.delenv("SOOTHE_CI_MODEL", raising=False)
+    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
+    return local_server
+
+
+async def test_embedded_model_plans_a_goal_into_a_valid_dag(use_server: str) -> None:
+    from soothe_planner.config import load_config, resolve_run
+    from soothe_planner.dag import validate_steps
+    from soothe_planner.graph.loop import planning_context
+    from soothe_planner.models import PlanContext
+
+    config = load_config(ROOT / "config" / "ci.yaml")
+    run = resolve_run(config)
+    context = planning_context(run.executor, PlanContext(workspace=str(config.execution.workspace)))
+    plan = await run.planner.create_plan(GOAL, context)
+    assert 1 <= len(plan.steps) <= config.planner.max_plan_steps
+    allowed = {c.name for c in context.available_capabilities}
+    assert validate_steps(plan.steps, max_steps=config.planner.max_plan_steps, allowed_capabilities=allowed) == []
+
+
+def test_a_full_run_of_the_sample_goal_ends_done_or_failed(use_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from soothe_planner.cli import main
+
+    code = main(["run", "--json", "--config", str(ROOT / "config" / "ci.yaml"), GOAL])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    report = json.loads(captured.out)
+    assert report["status"] == ("done" if code == 0 else "failed")
+    ids = {s["id"] for s in report["steps"]}
+    for step in report["steps"]:
+        assert step["status"] in {"pending", "completed", "failed", "skipped"}
+        assert set(step["depends_on"]) <= ids  # no plan with a dangling dependency was accepted
