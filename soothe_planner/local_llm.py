@@ -29,6 +29,9 @@ What was weighed:
   call, strictly: only when tools were bound, none was called, and the whole reply is one JSON
   object whose ``name`` is a bound tool and whose ``arguments`` is an object. Anything else stays
   text. (Forced calls — the planner's structured output — are grammar-enforced and need no help.)
+  Sending that call back in the next turn needs one more accommodation: the server's request
+  schema rejects an assistant message whose ``content`` is null, as OpenAI sends beside tool
+  calls, so it is sent as an empty string.
 - **Lifecycle.** The server runs in its own process group and is stopped — the whole group — by
   the context manager, by ``atexit``, and on Ctrl-C (``KeyboardInterrupt`` unwinds through the
   context manager). When started from the main thread on Linux it also gets ``PR_SET_PDEATHSIG``
@@ -421,6 +424,14 @@ class EmbeddedChatOpenAI(ChatOpenAI):
                 if call is not None:
                     generation.message = message.model_copy(update={"content": "", "tool_calls": [call]})
         return result
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        # The server's request schema wants a string here; OpenAI sends null beside tool calls.
+        for message in payload.get("messages") or []:
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        return payload
 
     def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
         return self._lift(super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs), kwargs)

@@ -346,3 +346,8 @@ def test_embedded_model_lifts_a_text_tool_call_from_the_server(monkeypatch: pyte
     assert seen[0]["max_tokens"] == 50
     plain = model.invoke("hi")  # no tools bound: the text is left alone
     assert "read_file" in plain.content and not plain.tool_calls
+    from langchain_core.messages import HumanMessage, ToolMessage
+
+    model.bind_tools([read_file]).invoke([HumanMessage("read it"), reply, ToolMessage("hello", tool_call_id="c")])
+    sent = seen[-1]["messages"]
+    assert isinstance(sent, list) and sent[1]["role"] == "assistant" and sent[1]["content"] == ""  # not null
