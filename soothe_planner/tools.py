@@ -12,9 +12,11 @@ What was weighed:
   that point outside, and it still allows an absolute path that happens to lie inside. A race
   with someone swapping a symlink between the check and the open is out of scope: the threat is a
   model that wanders, not a hostile local user.
-- Failures raise ``ToolException`` with a message naming the path and the rule. The tools do not
-  swallow them: a step that calls a tool directly records a failed ``StepResult``, and a ReAct
-  subagent's tool node turns the exception into a message the model can read.
+- Failures raise ``ToolException`` with a message naming the path and the rule, and the tools are
+  built with ``handle_tool_error=True``: a tool *call* gets that message back as an error
+  ``ToolMessage`` (``status="error"``), so an agent — which is how steps use these tools — can
+  read it and correct itself (a small model's first guess at a path is often ``/workspace/x``),
+  instead of the whole step dying on the first slip. The step's outcome is then the agent's.
 - Sizes are capped (a read, a listing, the search hits, a write) so one call cannot flood a prompt
   or fill a disk; a truncated answer says so.
 - Each tool takes more than one argument (``recursive``, ``start_line``, ...), so the executor
@@ -201,6 +203,6 @@ def make_builtin_tools(workspace: str | Path) -> dict[str, BaseTool]:
     for func, description, read_only in specs:
         metadata: dict[str, Any] = {"read_only": read_only, "builtin": True}
         tools[func.__name__] = StructuredTool.from_function(
-            func=func, name=func.__name__, description=description, metadata=metadata
+            func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True
         )
     return tools

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.tools import ToolException
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, ToolException
 
 from soothe_planner import tools as tools_mod
 from soothe_planner.tools import BUILTIN_TOOL_NAMES, make_builtin_tools, resolve_in_workspace
+
+
+def _refused(tool: BaseTool, args: dict[str, Any], pattern: str) -> None:
+    """The tool answered a tool call with an error message (never raised, never succeeded)."""
+    message = tool.invoke({"name": tool.name, "args": args, "id": "c1", "type": "tool_call"})
+    assert isinstance(message, ToolMessage) and message.status == "error", message
+    assert re.search(pattern, str(message.content)), message.content
 
 
 @pytest.fixture
@@ -43,8 +53,7 @@ def test_search_text_is_case_insensitive_and_names_file_and_line(workspace: Path
 
 
 def test_search_text_rejects_an_invalid_regex_with_the_pattern_named(workspace: Path) -> None:
-    with pytest.raises(ToolException, match=r"'\(' is not a valid regular expression"):
-        make_builtin_tools(workspace)["search_text"].invoke({"pattern": "(", "regex": True})
+    _refused(make_builtin_tools(workspace)["search_text"], {"pattern": "(", "regex": True}, r"'\(' is not a valid regular expression")
 
 
 def test_write_file_creates_folders_and_stays_inside(workspace: Path) -> None:
@@ -58,17 +67,14 @@ def test_dotdot_escape_is_refused_by_every_tool(workspace: Path, tool: str) -> N
     args = {"read_file": {"path": "../secret.txt"}, "list_dir": {"path": ".."},
             "write_file": {"path": "../evil.txt", "content": "x"},
             "search_text": {"pattern": "outside", "path": ".."}}[tool]
-    with pytest.raises(ToolException, match="outside the workspace"):
-        make_builtin_tools(workspace)[tool].invoke(args)
+    _refused(make_builtin_tools(workspace)[tool], args, "outside the workspace")
     assert not (workspace.parent / "evil.txt").exists()
 
 
 def test_absolute_path_outside_is_refused_but_inside_is_allowed(workspace: Path) -> None:
     tools = make_builtin_tools(workspace)
-    with pytest.raises(ToolException, match="outside the workspace"):
-        tools["read_file"].invoke({"path": str(workspace.parent / "secret.txt")})
-    with pytest.raises(ToolException, match="outside the workspace"):
-        tools["read_file"].invoke({"path": "/etc/passwd"})
+    _refused(tools["read_file"], {"path": str(workspace.parent / "secret.txt")}, "outside the workspace")
+    _refused(tools["read_file"], {"path": "/etc/passwd"}, "outside the workspace")
     assert "Notes" in tools["read_file"].invoke({"path": str(workspace / "notes.md")})
 
 
@@ -76,12 +82,9 @@ def test_symlink_pointing_outside_is_refused_for_read_and_write(workspace: Path)
     (workspace / "link.txt").symlink_to(workspace.parent / "secret.txt")
     (workspace / "linkdir").symlink_to(workspace.parent)
     tools = make_builtin_tools(workspace)
-    with pytest.raises(ToolException, match="outside the workspace"):
-        tools["read_file"].invoke({"path": "link.txt"})
-    with pytest.raises(ToolException, match="outside the workspace"):
-        tools["write_file"].invoke({"path": "link.txt", "content": "pwned"})
-    with pytest.raises(ToolException, match="outside the workspace"):
-        tools["write_file"].invoke({"path": "linkdir/new.txt", "content": "pwned"})
+    _refused(tools["read_file"], {"path": "link.txt"}, "outside the workspace")
+    _refused(tools["write_file"], {"path": "link.txt", "content": "pwned"}, "outside the workspace")
+    _refused(tools["write_file"], {"path": "linkdir/new.txt", "content": "pwned"}, "outside the workspace")
     assert (workspace.parent / "secret.txt").read_text() == "outside the workspace\n"
     assert not (workspace.parent / "new.txt").exists()
 
@@ -121,19 +124,16 @@ def test_listing_is_capped(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_oversized_write_is_refused(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tools_mod, "MAX_WRITE_CHARS", 5)
-    with pytest.raises(ToolException, match="over the 5-char write limit"):
-        make_builtin_tools(workspace)["write_file"].invoke({"path": "a.txt", "content": "123456"})
+    _refused(make_builtin_tools(workspace)["write_file"], {"path": "a.txt", "content": "123456"}, "over the 5-char write limit")
 
 
 def test_binary_file_read_is_refused(workspace: Path) -> None:
     (workspace / "blob.bin").write_bytes(b"\x00\x01\x02")
-    with pytest.raises(ToolException, match="binary file"):
-        make_builtin_tools(workspace)["read_file"].invoke({"path": "blob.bin"})
+    _refused(make_builtin_tools(workspace)["read_file"], {"path": "blob.bin"}, "binary file")
 
 
 def test_missing_file_is_a_tool_error_not_a_crash(workspace: Path) -> None:
-    with pytest.raises(ToolException, match=r"'nope\.md' is not a file in the workspace"):
-        make_builtin_tools(workspace)["read_file"].invoke({"path": "nope.md"})
+    _refused(make_builtin_tools(workspace)["read_file"], {"path": "nope.md"}, r"'nope\.md' is not a file in the workspace")
 
 
 def test_missing_workspace_is_refused(tmp_path: Path) -> None:
@@ -161,3 +161,25 @@ def test_no_builtin_takes_a_single_string_so_prose_is_never_used_as_a_path(works
     from soothe_planner.execution.runners import single_string_field
 
     assert [n for n, t in make_builtin_tools(workspace).items() if single_string_field(t)] == []
+
+
+def test_an_agent_reads_the_refusal_and_can_correct_itself(workspace: Path) -> None:
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    from soothe_planner.testing import ScriptedChatModel
+
+    model = ScriptedChatModel([
+        {"name": "read_file", "args": {"path": "/workspace/notes.md"}},  # a small model's typical first guess
+        {"name": "read_file", "args": {"path": "notes.md"}},
+        "The note says to write the intro.",
+    ])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(model, list(make_builtin_tools(workspace).values()))
+    out = agent.invoke({"messages": [("user", "What does notes.md say?")]})
+    tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in tool_messages] == ["error", "success"]
+    assert "outside the workspace" in str(tool_messages[0].content)
+    assert out["messages"][-1].content == "The note says to write the intro."
