@@ -123,6 +123,6 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         StepResult,
     )
     from soothe_planner.parsing import ParsedDecision, parse_decision
-    from soothe_planner.planner import LLMPlanner
     from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.planner import LLMPlanner
     from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol

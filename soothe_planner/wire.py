@@ -16,7 +16,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    create_model,
+    field_validator,
+    model_validator,
+)
 from pydantic.functional_validators import BeforeValidator
 
 from soothe_planner.models import (
@@ -57,7 +65,7 @@ def _truncate(limit: int) -> BeforeValidator:
     return BeforeValidator(cut)
 
 
-def Text(limit: int) -> Any:  # noqa: N802 - reads as a type in annotations
+def Text(limit: int) -> Any:
     """A string the model writes: advertised with ``maxLength``, truncated when longer."""
     return Annotated[str, _truncate(limit), WithJsonSchema({"type": "string", "maxLength": limit})]
 

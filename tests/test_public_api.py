@@ -1,0 +1,91 @@
+"""The public surface grows only on purpose: this list is the contract."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import soothe_planner
+
+EXPECTED = {
+    "__version__",
+    # errors
+    "PlannerError",
+    "ConfigError",
+    "ModelIntegrityError",
+    "PlanValidationError",
+    "PlanParseError",
+    "PlanGenerationError",
+    "GenerationAttempt",
+    "LLMBudgetExceeded",
+    "ExecutionError",
+    "ScriptExhaustedError",
+    # data model
+    "AgentDecision",
+    "Capability",
+    "ContinuationAssessment",
+    "FailurePolicy",
+    "GoalDirective",
+    "LoopState",
+    "Plan",
+    "PlanContext",
+    "PlanResult",
+    "PlanStep",
+    "PlannerSettings",
+    "Reflection",
+    "StatusAssessment",
+    "StepAction",
+    "StepResult",
+    # protocols
+    "PlannerProtocol",
+    "LoopPlannerProtocol",
+    # machinery
+    "ConcurrencyPolicy",
+    "ConcurrencyController",
+    "PlanDAG",
+    "PlanManager",
+    "ParsedDecision",
+    "parse_decision",
+    "LLMPlanner",
+    "StepExecutor",
+    "build_strange_loop",
+    "SootheConfig",
+    "load_config",
+    "resolve_planner",
+    "resolve_loop_planner",
+    "resolve_executor",
+}
+
+
+def test_all_is_exactly_the_pinned_surface() -> None:
+    assert set(soothe_planner.__all__) == EXPECTED
+    assert len(soothe_planner.__all__) == len(EXPECTED), "duplicate names in __all__"
+
+
+def test_every_public_name_resolves() -> None:
+    for name in soothe_planner.__all__:
+        assert getattr(soothe_planner, name) is not None, name
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    try:
+        soothe_planner.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "NoSuchThing" in str(exc)
+    else:  # pragma: no cover - the assertion is the point
+        raise AssertionError("expected AttributeError")
+
+
+def test_planner_implements_both_protocols() -> None:
+    from soothe_planner import LLMPlanner, LoopPlannerProtocol, PlannerProtocol
+    from soothe_planner.testing import ScriptedChatModel
+
+    planner = LLMPlanner(ScriptedChatModel(responses=[]))
+    assert isinstance(planner, PlannerProtocol)
+    assert isinstance(planner, LoopPlannerProtocol)
+
+
+def test_importing_the_package_does_not_import_langgraph() -> None:
+    code = "import sys, soothe_planner; print('langgraph' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
