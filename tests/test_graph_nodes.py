@@ -82,6 +82,14 @@ async def test_complex_intake_routes_to_the_loop_and_marks_a_continuation() -> N
     assert route_after_intake({**update}) == "plan_assess"
 
 
+async def test_trivial_follow_up_goes_to_the_continuation_check_not_a_direct_answer() -> None:
+    n, _ = nodes({"route": "trivial", "answer": "Paris"})
+    update = await n.intake({"goal": "and its population?", "prior_goals": ["capital of France?"]})
+    assert update["intake"] == "trivial" and update["continuation"] is True
+    assert update["status"] == "running" and "final_answer" not in update
+    assert route_after_intake({**update}) == "plan_assess"
+
+
 async def test_intake_given_in_state_costs_no_call() -> None:
     n, model = nodes()
     update = await n.intake({"goal": GOAL, "intake": "complex"})

@@ -68,7 +68,11 @@ def emit(event: dict[str, Any]) -> None:
 
 
 def route_after_intake(state: LoopGraphState) -> Literal["answer", "plan_assess"]:
-    return "answer" if state.get("intake") == "trivial" else "plan_assess"
+    # On a follow-up turn a trivial request still goes through the planner, whose continuation check
+    # decides between one bootstrap step and a plan; only a fresh trivial request is answered directly.
+    if state.get("intake") == "trivial" and not state.get("continuation"):
+        return "answer"
+    return "plan_assess"
 
 
 def route_after_assess(state: LoopGraphState) -> Literal["goal_completion", "plan_generate", "failed"]:
@@ -164,7 +168,7 @@ class PlannerNodes:
                 route, answer = await self.planner.route_intake(goal, self._context(state))
             updates["intake"] = route
             updates["llm_calls"] = (state.get("llm_calls") or 0) + calls.calls
-            if route == "trivial":
+            if route == "trivial" and not updates["continuation"]:
                 updates["final_answer"] = answer
                 updates["status"] = "done"
             emit({"event": "intake", "route": route})
