@@ -470,12 +470,15 @@ TWO_ITERATION_TREE = [
     (3, "intake"),
     (2, "route_after_intake"),
     *ITERATION,
-    (2, "fetch"),
-    (2, "fetch"),
+    (2, "step:s1"),
+    (3, "fetch"),
+    (2, "step:s2"),
+    (3, "fetch"),
     (2, "after_execute"),
     (1, "record_iteration"),
     *ITERATION,
-    (2, "fetch"),
+    (2, "step:s3"),
+    (3, "fetch"),
     (2, "after_execute"),
     (1, "record_iteration"),
     (1, "plan_assess"),
@@ -537,23 +540,13 @@ async def test_a_run_resumed_after_approval_continues_the_same_trace(capture: Ca
     assert first.trace_id == second.trace_id
 
 
-async def test_trace_step_around_the_executor_puts_each_tool_call_under_its_step(capture: Capture) -> None:
-    # The hook an executor uses: wrap the run of one step in trace_step and finish with its result.
+async def test_the_executor_puts_each_tool_call_under_its_step_span(capture: Capture) -> None:
     from langchain_core.tools import tool
 
     from soothe_planner.execution import StepExecutor
     from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
     from soothe_planner.planner import LLMPlanner
     from soothe_planner.testing import ScriptedChatModel
-
-    class TracedExecutor(StepExecutor):
-        async def _timed(
-            self, manager: Any, step: Any, attempt: int, thread_id: Any, emit: Any
-        ) -> StepResult:
-            async with trace_step(step.id, description=step.description) as span:
-                result = await super()._timed(manager, step, attempt, thread_id, emit)
-                await span.finish(result)
-            return result
 
     @tool
     def fetch(topic: str) -> str:
@@ -565,7 +558,7 @@ async def test_trace_step_around_the_executor_puts_each_tool_call_under_its_step
     script = [*_loop_script()[:3], {"status": "done", "goal_progress": 1.0, "summary": "enough"}]
     planner = LLMPlanner(ScriptedChatModel(script))
     graph = build_strange_loop(
-        planner, TracedExecutor(tools=[fetch], controller=planner.controller, step_timeout_s=5)
+        planner, StepExecutor(tools=[fetch], controller=planner.controller, step_timeout_s=5)
     )
     with trace_run(None, goal="g", thread_id="t-steps", client=capture.client) as handle:
         await graph.ainvoke(goal_input("g", thread_id="t-steps"), handle.config_for(run_config("t-steps")))

@@ -58,6 +58,7 @@ from soothe_planner.execution.runners import (
     single_string_field,
 )
 from soothe_planner.models import Capability, PlanStep, StepResult
+from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
@@ -283,6 +284,16 @@ class StepExecutor:
         return result, False
 
     async def _timed(
+        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
+    ) -> StepResult:
+        # One ``step:<id>`` span per attempt (a no-op without callbacks), so a trace shows each
+        # step with its status and the tool or agent calls it made nested under it.
+        async with trace_step(step.id, description=step.description) as span:
+            result = await self._attempt(manager, step, attempt, thread_id, emit)
+            await span.finish(result)
+        return result
+
+    async def _attempt(
         self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
     ) -> StepResult:
         await emit.started(step, attempt)
