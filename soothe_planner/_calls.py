@@ -35,7 +35,7 @@ import asyncio
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -345,23 +345,29 @@ class Caller:
             logger.error("%s: transport failed after %d retries: %s", phase, self.settings.transport_retries, exc)
             return PlanGenerationError(phase, attempts)
 
-        last: _Failed
+        async def guarded(kind: str, call: Awaitable[tuple[R, str]]) -> tuple[R, str] | _Failed:
+            """One attempt: its value, or the failure to record. Transport ends the phase; bugs propagate."""
+            try:
+                return await call
+            except _Failed as f:
+                return f
+            except PlannerError:
+                raise
+            except Exception as exc:
+                if not is_transport_error(exc):
+                    raise  # a bug in a validator or converter: never disguised as a model failure
+                raise transport_failure(exc, kind) from exc
+
         reask_mode = "structured"
-        try:
-            value, raw = await structured_attempt("structured", base, phase)
+        got = await guarded("structured", structured_attempt("structured", base, phase))
+        if not isinstance(got, _Failed):
+            value, raw = got
             route = "salvaged" if attempts else "structured"
             if route == "structured":
                 self.stats["structured_ok"] += 1
             return Outcome(value, route, raw, attempts)
-        except _Failed as f:
-            record(f)
-            last = f
-        except PlannerError:
-            raise
-        except Exception as exc:
-            if not is_transport_error(exc):
-                raise  # a bug in a validator or converter: never disguised as a model failure
-            raise transport_failure(exc, "structured") from exc
+        record(got)
+        last = got
 
         if not last.semantic:
             # the format failed, not the content: one unstructured call, read by the lenient parser
@@ -369,19 +375,13 @@ class Caller:
                 reask_mode = "raw"
             self.stats["raw_fallback"] += 1
             logger.warning("%s: falling back to one raw call (%s)", phase, last.error)
-            try:
-                value, raw = await raw_attempt("raw", base, "plan-raw")
+            got = await guarded("raw", raw_attempt("raw", base, "plan-raw"))
+            if not isinstance(got, _Failed):
+                value, raw = got
                 self.stats["raw_ok"] += 1
                 return Outcome(value, "raw", raw, attempts)
-            except _Failed as f:
-                record(f)
-                last = f
-            except PlannerError:
-                raise
-            except Exception as exc:
-                if not is_transport_error(exc):
-                    raise  # a bug in a validator or converter: never disguised as a model failure
-                raise transport_failure(exc, "raw") from exc
+            record(got)
+            last = got
 
         for n in range(self.settings.retries):
             shown = trim_text(last.raw_text or "(empty)", _REASK_OUTPUT_CHARS)
@@ -389,23 +389,15 @@ class Caller:
             msgs = [*base, HumanMessage(content=reask)]
             self.stats["reask"] += 1
             logger.warning("%s: re-ask %d of %d after: %s", phase, n + 1, self.settings.retries, last.error)
-            try:
-                if reask_mode == "structured":
-                    value, raw = await structured_attempt("reask", msgs, "plan-reask")
-                else:
-                    value, raw = await raw_attempt("reask", msgs, "plan-reask")
+            attempt = structured_attempt if reask_mode == "structured" else raw_attempt
+            got = await guarded("reask", attempt("reask", msgs, "plan-reask"))
+            if not isinstance(got, _Failed):
+                value, raw = got
                 self.stats["reask_ok"] += 1
                 return Outcome(value, "reask", raw, attempts)
-            except _Failed as f:
-                f.attempt_kind = "reask" if f.attempt_kind != "salvage" else "salvage"
-                record(f)
-                last = f
-            except PlannerError:
-                raise
-            except Exception as exc:
-                if not is_transport_error(exc):
-                    raise  # a bug in a validator or converter: never disguised as a model failure
-                raise transport_failure(exc, "reask") from exc
+            got.attempt_kind = "reask" if got.attempt_kind != "salvage" else "salvage"
+            record(got)
+            last = got
         self.stats["failed"] += 1
         logger.error("%s: no usable answer after %d attempt(s)", phase, len(attempts))
         raise PlanGenerationError(phase, attempts)
