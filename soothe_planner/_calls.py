@@ -60,6 +60,7 @@ R = TypeVar("R")
 Method = Literal["json_schema", "function_calling", "json_mode"]
 _OPENAI_DEFAULT_BASES = {"", "https://api.openai.com/v1", "https://api.openai.com/v1/"}
 _REASK_OUTPUT_CHARS = 4000
+_MAX_BOUND = 32
 
 
 def _transport_types() -> tuple[type[BaseException], ...]:
@@ -176,6 +177,22 @@ class Caller:
         self.settings = settings
         self.controller = controller
         self.stats = stats
+        # with_structured_output derives a JSON schema from the pydantic class on every call (a few
+        # ms); the bound runnable is the same for a given model, schema and method, so keep it. The
+        # model is held in the value so its id cannot be reused while the entry lives.
+        self._bound: dict[tuple[int, type[BaseModel], str], tuple[BaseChatModel, Runnable[Any, Any]]] = {}
+
+    def bound(self, model: BaseChatModel, schema: type[BaseModel], method: Method) -> Runnable[Any, Any]:
+        """``model.with_structured_output(schema, method=..., include_raw=True)``, built once."""
+        key = (id(model), schema, method)
+        hit = self._bound.get(key)
+        if hit is not None and hit[0] is model:
+            return hit[1]
+        runnable = model.with_structured_output(schema, method=method, include_raw=True)
+        if len(self._bound) >= _MAX_BOUND:  # many short-lived models through one planner: start over
+            self._bound.clear()
+        self._bound[key] = (model, runnable)
+        return runnable
 
     # ------------------------------------------------------------------ the wire
 
@@ -283,7 +300,7 @@ class Caller:
 
         async def structured_attempt(kind: str, msgs: list[BaseMessage], call_phase: str) -> tuple[R, str]:
             try:
-                runnable = model.with_structured_output(schema, method=method, include_raw=True)
+                runnable = self.bound(model, schema, method)
             except (NotImplementedError, ValueError, TypeError) as exc:
                 raise _Failed(kind, f"structured output unavailable: {exc}", "", semantic=False,
                               error_type="unsupported") from exc
@@ -306,6 +323,8 @@ class Caller:
             if perr is None and isinstance(parsed, BaseModel):
                 try:
                     value = convert(parsed)
+                except PlanParseError as exc:  # the repairs refused it (a cycle, a duplicate id, ...)
+                    raise _Failed(kind, str(exc.reason), raw, semantic=True, error_type="validation") from exc
                 except Exception as exc:  # the wire object does not make a runtime one: a content error
                     raise _Failed(kind, f"{type(exc).__name__}: {exc}", raw, semantic=True,
                                   error_type="validation") from exc

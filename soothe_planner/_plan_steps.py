@@ -194,7 +194,7 @@ def find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
             elif nxt not in state:
                 state[nxt] = 1
                 path.append(nxt)
-                iters.append(iter(deps[nxt]))
+                iters.append(iter(deps.get(nxt, ())))  # a step outside this plan is a leaf here
     return None
 
 
@@ -204,8 +204,13 @@ def apply_rules(
     warnings: list[str],
     text: str,
     assigned: set[str],
+    existing: Collection[str] = (),
 ) -> list[dict[str, Any]]:
-    """The steps that survive the rules, dependencies cleaned; raises on what cannot be repaired."""
+    """The steps that survive the rules, dependencies cleaned; raises on what cannot be repaired.
+
+    ``existing`` are the ids of steps already in the goal's DAG: a dependency on one of them is
+    kept as written (whether it may stand is the plan validator's call, not a repair's).
+    """
     seen: set[str] = set()
     for s in steps:
         if s["id"] in seen:
@@ -231,8 +236,9 @@ def apply_rules(
                 )
     kept = [s for s in steps if s["id"] not in dropped]
     if not kept:
-        raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents)", text)
-    ids = {s["id"] for s in kept}
+        why = "; ".join(w.removeprefix("dropped ") for w in warnings if w.startswith("dropped step "))
+        raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents): {why}", text)
+    ids = {s["id"] for s in kept} | (set(existing) - dropped)
     for s in kept:
         clean = []
         for d in s["depends_on"]:

@@ -65,7 +65,8 @@ Fields of a step (the canonical name wins; an alias next to it is ignored with a
 Rules that are never guessed away
   - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
     never remapped to a similar name. A dependency on a dropped or nonexistent step, or on the
-    step itself, is removed with a warning.
+    step itself, is removed with a warning (a dependency on a step already in the goal's DAG,
+    ``existing_ids``, is kept for the plan validator to judge).
   - errors: duplicate ids (dependents would be ambiguous), a cycle (named: ``cycle: s1 -> s2 ->
     s1``), more whole steps than ``max_steps`` (a cap fails the plan, it never truncates it), a
     plan whose every step was dropped, a step with no description, a step that is not an object,
@@ -327,9 +328,16 @@ def _plan_fields(
 
 
 def parse_decision(
-    text: str, *, known_capabilities: Collection[str] | None = None, max_steps: int | None = None
+    text: str,
+    *,
+    known_capabilities: Collection[str] | None = None,
+    max_steps: int | None = None,
+    existing_ids: Collection[str] = (),
 ) -> ParsedDecision:
-    """Read a plan (``new`` with steps, or ``keep``) from a model's text; see the module docstring."""
+    """Read a plan (``new`` with steps, or ``keep``) from a model's text; see the module docstring.
+
+    ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
+    """
     head, raw_steps, warnings = _locate_plan(text)
     has_steps = bool(raw_steps)
     action, mode, next_action, reasoning = _plan_fields(head, raw_steps is not None, warnings, text)
@@ -355,7 +363,7 @@ def parse_decision(
         )
     steps = [read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
     assigned = assign_ids(steps, warnings)
-    kept = apply_rules(steps, known_capabilities, warnings, text, assigned)
+    kept = apply_rules(steps, known_capabilities, warnings, text, assigned, existing_ids)
     try:
         decision = AgentDecision(
             type="execute_steps",

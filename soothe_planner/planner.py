@@ -65,7 +65,6 @@ from soothe_planner.wire import (
     RouteIntake,
     generation_model,
     to_continuation,
-    to_decision,
     to_status_assessment,
 )
 
@@ -308,7 +307,7 @@ class LLMPlanner:
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         outcome = await self._caller.structured(
             self.model, generation_model(max_steps), prompt.messages(), phase=phase,
-            convert=self._from_wire, parse_text=self._text_parser(context, max_steps), validate=validate,
+            convert=self._wire_reader(context, max_steps, pm), parse_text=self._text_parser(context, max_steps, pm), validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
         outcome.value.raw = outcome.raw_text
@@ -316,17 +315,33 @@ class LLMPlanner:
 
     # ------------------------------------------------------------------ generation helpers
 
-    @staticmethod
-    def _from_wire(obj: BaseModel) -> _Generated:
-        assert isinstance(obj, GeneratePlan)
-        decision = to_decision(obj) if obj.plan_action == "new" else None
-        return _Generated(obj.plan_action, decision, obj.next_action)
+    def _wire_reader(
+        self, context: PlanContext, max_steps: int, pm: PlanManager | None
+    ) -> Callable[[BaseModel], _Generated]:
+        """A structured answer gets the same repairs as a written one.
 
-    def _text_parser(self, context: PlanContext, max_steps: int) -> Callable[[str], _Generated]:
+        Grammar-constrained output is well-formed but not always sound: small models list a tool
+        or a made-up name as a dependency, or name a tool outside the allow-list. Passing the
+        answer through the lenient parser's rules drops what those rules drop (with a warning)
+        instead of spending a re-ask on it; what the rules refuse (duplicate ids, cycles, a plan
+        over the cap) is still refused.
+        """
+        read_text = self._text_parser(context, max_steps, pm)
+
+        def read(obj: BaseModel) -> _Generated:
+            assert isinstance(obj, GeneratePlan)
+            if obj.plan_action != "new":
+                return _Generated(obj.plan_action, None, obj.next_action)
+            return read_text(obj.model_dump_json())
+
+        return read
+
+    def _text_parser(self, context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], _Generated]:
         names = context.capability_names() or None
+        existing = frozenset(n.id for n in pm.nodes) if pm is not None else frozenset()
 
         def parse(text: str) -> _Generated:
-            pd = parse_decision(text, known_capabilities=names, max_steps=max_steps)
+            pd = parse_decision(text, known_capabilities=names, max_steps=max_steps, existing_ids=existing)
             return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
 
         return parse
@@ -434,7 +449,8 @@ class LLMPlanner:
                                             max_steps=self.settings.max_plan_steps)
         outcome = await self._caller.structured(
             self.model, generation_model(self.settings.max_plan_steps), prompt.messages(), phase="revise",
-            convert=self._from_wire, parse_text=self._text_parser(context, self.settings.max_plan_steps),
+            convert=self._wire_reader(context, self.settings.max_plan_steps, pm),
+            parse_text=self._text_parser(context, self.settings.max_plan_steps, pm),
             validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value

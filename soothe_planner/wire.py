@@ -13,7 +13,7 @@ The class names are the tool names a provider shows the model, so they read as v
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -148,8 +148,15 @@ class RouteIntake(_Wire):
 
 @lru_cache(maxsize=32)
 def generation_model(max_steps: int) -> type[GeneratePlan]:
-    """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced)."""
-    bound = max(1, min(max_steps, WIRE_MAX_STEPS))
+    """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced).
+
+    One class per bound, built once: the planner keeps its structured-output binding per class.
+    """
+    return _generation_model(max(1, min(max_steps, WIRE_MAX_STEPS)))
+
+
+@cache  # at most WIRE_MAX_STEPS classes
+def _generation_model(bound: int) -> type[GeneratePlan]:
     model: type[GeneratePlan] = create_model(
         "GeneratePlan",
         __base__=GeneratePlan,

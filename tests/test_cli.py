@@ -158,7 +158,7 @@ def test_plan_rejects_a_step_naming_a_write_tool_in_plan_mode(tmp_path: Path, ca
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith("soothe-planner: error: plan-generate")
-    assert "step 'w' uses tool 'write_file' which is not allowed" in captured.err
+    assert "step 'w': tool 'write_file' not a known capability (known: read_file)" in captured.err
 
 
 def test_show_a_past_run_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

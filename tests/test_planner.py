@@ -135,6 +135,41 @@ async def test_replan_new_decision_is_validated_as_a_replacement() -> None:
     assert set(report.superseded) == {"s1", "s2"}
 
 
+async def test_a_structured_answer_gets_the_parsers_repairs_instead_of_a_reask() -> None:
+    # a small model lists a made-up name and a tool as dependencies: dropped with a warning, no re-ask
+    pm = manager()
+    reply = plan(step("s1"), step("s2", "s1", "SetEquation", "read_file"))
+    p, model = planner(assess("continue", 0.2), reply)
+    result = await p.plan(GOAL, state(1), CTX, plan_manager=pm)
+    assert result.decision is not None
+    assert [s.depends_on for s in result.decision.steps] == [[], ["s1"]]
+    assert result.llm_calls == 2 and len(model.calls) == 2
+    assert any("unknown step 'SetEquation'" in w for w in result.warnings)
+    assert any("'read_file' is a tool, not a step" in w for w in result.warnings)
+
+
+async def test_a_new_step_may_depend_on_a_finished_step_of_the_goal_dag() -> None:
+    pm = manager(StepAction(id="s1", description="read", tools=["read_file"]))
+    pm.mark_started("s1")
+    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="text")])
+    # structured and written answers alike keep a dependency on a step already in the DAG
+    for reply in (plan(step("s2", "s1")), json.dumps(plan(step("s2", "s1")))):
+        p, _model = planner(assess("continue", 0.5), reply)
+        result = await p.plan(GOAL, state(2), CTX, plan_manager=pm)
+        assert result.decision is not None
+        assert [(s.id, s.depends_on) for s in result.decision.steps] == [("s2", ["s1"])]
+        assert not any("s1" in w for w in result.warnings)
+
+
+async def test_a_structured_cycle_is_still_reasked() -> None:
+    pm = manager()
+    p, model = planner(assess("continue", 0.2), plan(step("s1", "s2"), step("s2", "s1")), plan(step("s1")))
+    result = await p.plan(GOAL, state(1), CTX, plan_manager=pm)
+    assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1"]
+    assert model.calls[2].metadata["soothe_phase"] == "plan-reask"
+    assert "cycle: s1 -> s2 -> s1" in model.calls[2].last_text
+
+
 async def test_keep_with_a_plan_in_flight_keeps_it() -> None:
     pm = manager(StepAction(id="s1", description="read", tools=["read_file"]))
     p, _model = planner(assess("continue", 0.4), plan(action="keep"))
@@ -245,10 +280,10 @@ async def test_transport_error_is_retried_then_succeeds() -> None:
 
 async def test_timeout_is_a_transport_error_retried_on_its_own_budget() -> None:
     async def slow(call: ScriptedCall) -> dict[str, Any]:
-        await asyncio.sleep(5)
+        await asyncio.sleep(60)  # cancelled by the timeout
         return assess("done")
 
-    settings = PlannerSettings(call_timeout_s=0.05, transport_retries=1, transport_backoff_s=0)
+    settings = PlannerSettings(call_timeout_s=0.5, transport_retries=1, transport_backoff_s=0)
     p, _model = planner(slow, assess("done", 1.0), settings=settings)
     result = await p.plan(GOAL, state(1), CTX)
     assert result.status == "done" and p.stats["transport_retry"] == 1
@@ -525,3 +560,19 @@ async def test_a_model_without_structured_output_is_planned_through_raw_calls() 
     assert result.decision is not None and result.llm_calls == 3
     # assess: structured unavailable -> raw; generate: raw garbage -> re-ask in raw mode
     assert p.stats["raw_fallback"] == 2 and p.stats["reask_ok"] == 1
+
+
+async def test_the_structured_output_binding_is_built_once_per_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: list[str] = []
+    original = ScriptedChatModel.with_structured_output
+
+    def counting(self: ScriptedChatModel, schema: Any, **kw: Any) -> Any:
+        built.append(schema.__name__)
+        return original(self, schema, **kw)
+
+    monkeypatch.setattr(ScriptedChatModel, "with_structured_output", counting)
+    p, _model = planner(*[assess("continue", 0.2), plan(step("s1"))] * 3)
+    for _ in range(3):
+        result = await p.plan(GOAL, state(1), CTX, plan_manager=manager())
+        assert result.decision is not None
+    assert sorted(built) == ["AssessStatus", "GeneratePlan"]
