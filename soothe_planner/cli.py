@@ -117,6 +117,24 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
 
+def _resumable(snapshot: Any, thread_id: str) -> bool:
+    """Whether a saved run (not paused for approval) has work left; a finished run is reported again.
+
+    Decided by the run's ``status`` as well as by LangGraph's ``next``: a run whose status is
+    terminal and has nothing scheduled is finished; one with nodes scheduled continues; a run still
+    ``running`` with nothing scheduled cannot be continued and is not reported as finished either.
+    """
+    status = snapshot.values.get("status")
+    if snapshot.next:
+        return True
+    if status in ("done", "failed"):
+        return False
+    raise PlannerError(
+        f"run {thread_id!r} has status {status!r} but its last checkpoint schedules nothing to run, "
+        "so it can neither be continued nor reported as finished; start it again with `run`"
+    )
+
+
 async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
     from langgraph.errors import GraphRecursionError
     from langgraph.types import Command
@@ -145,7 +163,7 @@ async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
                     raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
                 inp = Command(resume={"approved": True} if args.approve else
                               {"approved": False, "feedback": args.reject_feedback or ""})
-            elif snapshot.next:
+            elif _resumable(snapshot, thread_id):
                 inp = None  # continue from the last checkpoint (a killed run)
             else:
                 return _finish(snapshot.values, (), thread_id, resolved, args)

@@ -238,3 +238,33 @@ def test_tracing_enabled_without_keys_is_a_quiet_no_op(tmp_path: Path, capsys: p
     cfg = _setup(tmp_path, DONE_SCRIPT, tracing={"langfuse": {"enabled": True, "tags": ["t"]}})
     assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_DONE
     assert _json(capsys)["status"] == "done"
+
+
+def test_resume_decides_by_status_not_only_by_what_is_scheduled(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import asyncio
+
+    from soothe_planner.graph.loop import run_config
+
+    cfg = _setup(tmp_path, DONE_SCRIPT)
+    assert main(["run", "--config", str(cfg), "--thread", "t1", "List the TODO lines"]) == EXIT_DONE
+    capsys.readouterr()
+
+    async def mark_running() -> None:
+        # a checkpoint that says "running" with nothing scheduled: not finished, and not resumable
+        from soothe_planner.cli import _graph
+        from soothe_planner.config import load_config, resolve_persistence, resolve_run
+
+        config = load_config(str(cfg))
+        async with resolve_persistence(config) as persistence:
+            graph = _graph(config, resolve_run(config), persistence)
+            cfg_ = run_config("t1", 3)
+            await graph.aupdate_state(cfg_, {"status": "running"}, as_node="goal_completion")
+            snap = await graph.aget_state(cfg_)
+            assert snap.values["status"] == "running" and not snap.next
+
+    asyncio.run(mark_running())
+    assert main(["resume", "--config", str(cfg), "--thread", "t1"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert "has status 'running' but its last checkpoint schedules nothing to run" in err
