@@ -306,7 +306,7 @@ class LLMPlanner:
         )
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         outcome = await self._caller.structured(
-            self.model, generation_model(max_steps), prompt.messages(), phase=phase,
+            self.model, generation_model(max_steps, allow_keep=allow_keep), prompt.messages(), phase=phase,
             convert=self._wire_reader(context, max_steps, pm), parse_text=self._text_parser(context, max_steps, pm), validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
@@ -448,7 +448,7 @@ class LLMPlanner:
         validate = self._decision_validator(plan.goal, context, pm, allow_keep=False, replace=True,
                                             max_steps=self.settings.max_plan_steps)
         outcome = await self._caller.structured(
-            self.model, generation_model(self.settings.max_plan_steps), prompt.messages(), phase="revise",
+            self.model, generation_model(self.settings.max_plan_steps, allow_keep=False), prompt.messages(), phase="revise",
             convert=self._wire_reader(context, self.settings.max_plan_steps, pm),
             parse_text=self._text_parser(context, self.settings.max_plan_steps, pm),
             validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,

@@ -147,21 +147,23 @@ class RouteIntake(_Wire):
 
 
 @lru_cache(maxsize=32)
-def generation_model(max_steps: int) -> type[GeneratePlan]:
+def generation_model(max_steps: int, *, allow_keep: bool = True) -> type[GeneratePlan]:
     """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced).
 
-    One class per bound, built once: the planner keeps its structured-output binding per class.
+    Without ``allow_keep`` (nothing is in flight: a first plan, a revision) ``plan_action`` can only
+    be ``new``, so a grammar-constrained model cannot answer ``keep`` at all. One class per
+    (bound, allow_keep), built once: the planner keeps its structured-output binding per class.
     """
-    return _generation_model(max(1, min(max_steps, WIRE_MAX_STEPS)))
+    return _generation_model(max(1, min(max_steps, WIRE_MAX_STEPS)), allow_keep)
 
 
-@cache  # at most WIRE_MAX_STEPS classes
-def _generation_model(bound: int) -> type[GeneratePlan]:
+@cache  # at most 2 * WIRE_MAX_STEPS classes
+def _generation_model(bound: int, allow_keep: bool) -> type[GeneratePlan]:
+    fields: dict[str, Any] = {"steps": (list[PlanStepSpec], Field(default_factory=list, max_length=bound))}
+    if not allow_keep:
+        fields["plan_action"] = (Literal["new"], Field(default="new", description="new: the steps below"))
     model: type[GeneratePlan] = create_model(
-        "GeneratePlan",
-        __base__=GeneratePlan,
-        __doc__=GeneratePlan.__doc__,
-        steps=(list[PlanStepSpec], Field(default_factory=list, max_length=bound)),
+        "GeneratePlan", __base__=GeneratePlan, __doc__=GeneratePlan.__doc__, **fields
     )
     return model
 

@@ -576,3 +576,17 @@ async def test_the_structured_output_binding_is_built_once_per_schema(monkeypatc
         result = await p.plan(GOAL, state(1), CTX, plan_manager=manager())
         assert result.decision is not None
     assert sorted(built) == ["AssessStatus", "GeneratePlan"]
+
+
+async def test_create_plan_offers_the_model_no_keep(monkeypatch: pytest.MonkeyPatch) -> None:
+    schemas: list[Any] = []
+    original = ScriptedChatModel.with_structured_output
+
+    def recording(self: ScriptedChatModel, schema: Any, **kw: Any) -> Any:
+        schemas.append(schema)
+        return original(self, schema, **kw)
+
+    monkeypatch.setattr(ScriptedChatModel, "with_structured_output", recording)
+    p, _model = planner(plan(step("s1")))
+    await p.create_plan(GOAL, CTX)
+    assert [s.model_json_schema()["properties"]["plan_action"].get("const") for s in schemas] == ["new"]

@@ -67,6 +67,17 @@ def test_generation_model_bounds_steps_by_max_plan_steps() -> None:
     assert generation_model(10_000).model_json_schema()["properties"]["steps"]["maxItems"] == WIRE_MAX_STEPS
 
 
+def test_without_a_plan_in_flight_the_schema_offers_no_keep() -> None:
+    first = generation_model(3, allow_keep=False)
+    assert first.model_json_schema()["properties"]["plan_action"]["const"] == "new"
+    with pytest.raises(ValidationError):
+        first.model_validate({"plan_action": "keep"})
+    one = [{"id": "s1", "description": "d"}]
+    assert first.model_validate({"steps": one}).plan_action == "new"  # the only answer is the default
+    assert set(generation_model(3).model_json_schema()["properties"]["plan_action"]["enum"]) == {"new", "keep"}
+    assert generation_model(3, allow_keep=False) is first  # built once
+
+
 def test_new_generation_needs_steps() -> None:
     with pytest.raises(ValidationError, match="needs at least one step"):
         GeneratePlan.model_validate({"plan_action": "new"})
