@@ -15,8 +15,11 @@ Decisions recorded here:
   generation call that asks for steps; the loop never aborts on it.
 - At iteration 0 with no evidence there is nothing to assess for a ``simple`` intake or a
   follow-up turn: phase 1 returns ``continue`` without a call. (For a follow-up, the continuation
-  discriminator runs in phase 2 instead.) Otherwise phase 1 runs, guarded: ``done`` at iteration 0
-  with no evidence becomes ``continue`` (``reject_done_at_iteration_zero``), logged and counted.
+  discriminator runs in phase 2 instead.) Nor is there with no plan yet while the guard is on: the
+  guard turns ``done`` at iteration 0 with no evidence into ``continue``
+  (``reject_done_at_iteration_zero``), and ``replan`` of nothing is ``continue``, so the answer is
+  known without asking. Otherwise phase 1 runs, guarded, and an override is logged and counted.
+  With the guard off, a fresh goal is assessed (the model may judge it done from the goal alone).
 - A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
   ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
   the graph's nodes agree; the graph ends the goal after that step succeeds.
@@ -96,6 +99,10 @@ def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None
     done = {r.step_id for r in state.step_results}
     unfinished = [s for s in state.current_decision.steps if s.id not in done]
     return state.current_decision if unfinished else None
+
+
+def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:
+    return bool(pm is not None and pm.nodes) or state.current_decision is not None or state.previous_plan is not None
 
 
 class LLMPlanner:
@@ -190,6 +197,11 @@ class LLMPlanner:
         if fresh and (state.continuation or state.intake == "simple"):
             why = "follow-up turn: the continuation check decides" if state.continuation else "simple intake"
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0, summary=f"nothing to assess yet ({why})")
+        if fresh and self.settings.reject_done_at_iteration_zero and not _has_plan(state, pm):
+            # The guard would turn 'done' into 'continue', and with no plan 'replan' means the same:
+            # the only answer the call could give is known, so it is not asked.
+            return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
+                                    summary="nothing to assess yet (no evidence and no plan)")
         prompt = self._prompt_checked(phases.assess_prompt(goal, state, pm, self.settings))
         try:
             outcome = await self._caller.structured(

@@ -91,11 +91,21 @@ async def test_done_at_iteration_one_costs_exactly_one_call() -> None:
     assert model.calls[0].metadata["thread_id"] == "t1" and model.calls[0].metadata["iteration"] == 1
 
 
-async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue_then_generates() -> None:
-    p, model = planner(assess("done", 0.9), plan(step("s1")))
-    result = await p.plan(GOAL, state(0), CTX)
+async def test_a_fresh_goal_with_no_plan_is_not_assessed_while_the_guard_is_on() -> None:
+    # The guard would turn 'done' into 'continue' and there is nothing to replan: the answer is known.
+    p, model = planner(plan(step("s1")))
+    result = await p.plan(GOAL, state(0), CTX, plan_manager=manager())
     assert result.status == "continue" and result.plan_action == "new"
-    assert len(model.calls) == 2 and result.llm_calls == 2
+    assert [c.schema_name for c in model.calls] == ["GeneratePlan"] and result.llm_calls == 1
+    assert p.stats["guard_overrides"] == 0
+
+
+async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue_then_generates() -> None:
+    pm = manager(StepAction(id="s1", description="read it", tools=["read_file"]))
+    p, model = planner(assess("done", 0.9), plan(step("s2", "s1")))
+    result = await p.plan(GOAL, state(0), CTX, plan_manager=pm)
+    assert result.status == "continue" and result.plan_action == "new"
+    assert [c.schema_name for c in model.calls] == ["AssessStatus", "GeneratePlan"] and result.llm_calls == 2
     assert p.stats["guard_overrides"] == 1
     assert "guard" in result.evidence_summary
 
