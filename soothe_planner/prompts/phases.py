@@ -148,7 +148,10 @@ def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
         if r is None:
             continue
         kind = "blocked by a failed dependency" if r.error_type == "blocked" else (r.error_type or "error")
-        lines.append(f"- {r.step_id} ({kind}): {escape_data((r.error or r.output or '')[:300])}")
+        if pm is not None:  # the error is in the evidence (new) or under the step in the plan (older)
+            lines.append(f"- {r.step_id} ({kind})")
+        else:
+            lines.append(f"- {r.step_id} ({kind}): {escape_data((r.error or r.output or '')[:300])}")
     if remaining:
         lines.append(f"Not finished yet: {', '.join(remaining)}")
     return "\n".join(lines) or "(none)"
