@@ -20,6 +20,12 @@ Decisions recorded here:
   (``reject_done_at_iteration_zero``), and ``replan`` of nothing is ``continue``, so the answer is
   known without asking. Otherwise phase 1 runs, guarded, and an override is logged and counted.
   With the guard off, a fresh goal is assessed (the model may judge it done from the goal alone).
+- When a step of the last decision failed for good (not blocked by another failure, not waiting for
+  a retry), phase 1 answers ``replan`` without a call: the plan the model made cannot finish as
+  made, and generation — which sees the failure, its error and the new evidence — has to act on it
+  whatever an assessment would say. Progress is carried over, not judged. The price: a goal that a
+  failed, redundant step did not stop from being achieved gets one more round before its
+  assessment says ``done``.
 - A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
   ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
   the graph's nodes agree; the graph ends the goal after that step succeeds.
@@ -103,6 +109,17 @@ def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None
 
 def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:
     return bool(pm is not None and pm.nodes) or state.current_decision is not None or state.previous_plan is not None
+
+
+def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
+    """Steps of the last decision that failed for good (not blocked, not waiting for a retry)."""
+    if state.iteration < 1 or state.current_decision is None:
+        return []
+    ids = [r.step_id for r in phases.new_results(state, pm) if not r.success and r.error_type != "blocked"]
+    if pm is not None:
+        known = {n.id: n for n in pm.nodes}
+        ids = [i for i in ids if i in known and known[i].status == "failed"]
+    return ids
 
 
 class LLMPlanner:
@@ -202,6 +219,14 @@ class LLMPlanner:
             # the only answer the call could give is known, so it is not asked.
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
                                     summary="nothing to assess yet (no evidence and no plan)")
+        failed = _direct_failures(state, pm)
+        if failed:
+            prev = state.previous_assessment
+            logger.info("plan-assess: %s failed in the last plan; 'replan' without a call", ", ".join(failed))
+            return StatusAssessment(
+                status="replan", goal_progress=prev.goal_progress if prev else 0.0, confidence=1.0,
+                summary=f"known without asking: {', '.join(failed)} failed, so the plan cannot finish as made",
+            )
         prompt = self._prompt_checked(phases.assess_prompt(goal, state, pm, self.settings))
         try:
             outcome = await self._caller.structured(

@@ -86,11 +86,15 @@ async def test_one_iteration_then_done_streams_events_in_order() -> None:
 
 async def test_failed_step_leads_to_a_replan_that_finishes_the_goal() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("replan", 0.2, "s1 failed"), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0)],
         GeneratePlan=[plan(step("s1", tools=["boom"]), step("s2", "s1")), plan(step("s3"))],
     )
     state, events, _ = await _run(script, StepExecutor(tools=[read_tool(), failing_tool()]))
     assert state["status"] == "done"
+    # s1 failed for good: the replan is known without an assessment call; only the last round is assessed
+    assert script.schemas() == ["RouteIntake", "GeneratePlan", "GeneratePlan", "AssessStatus"]
+    assessments = [e for e in events if e["event"] == "assessment"]
+    assert assessments[1]["status"] == "replan" and "s1 failed" in assessments[1]["summary"]
     pm = PlanManager.from_dict(state["plan_manager"])
     assert [(n.id, n.status) for n in pm.nodes] == [("s1", "failed"), ("s2", "skipped"), ("s3", "completed")]
     failed = [e for e in events if e["event"] == "step_completed" and not e["success"]]

@@ -110,6 +110,46 @@ async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue
     assert "guard" in result.evidence_summary
 
 
+def _two_rounds(second_fails: bool) -> tuple[PlanManager, LoopState]:
+    """s1 finished in round 0; s2 (after s1) ran in round 1 and succeeded or failed for good."""
+    pm = manager(StepAction(id="s1", description="read it", tools=["read_file"]))
+    first = StepResult(step_id="s1", success=True, output="the README says hello")
+    pm.record_step_outcomes([first])
+    decision = AgentDecision(steps=[StepAction(id="s2", description="summarise it", depends_on=["s1"])])
+    pm.ingest(decision, 1)
+    second = (StepResult(step_id="s2", success=False, error="disk on fire", error_type="tool_error") if second_fails
+              else StepResult(step_id="s2", success=True, output="a summary"))
+    pm.record_step_outcomes([second])
+    previous = StatusAssessment(status="continue", goal_progress=0.4, summary="read")
+    return pm, state(2, current_decision=decision, step_results=[first, second], previous_assessment=previous)
+
+
+async def test_a_step_of_the_last_decision_that_failed_for_good_means_replan_without_a_call() -> None:
+    pm, st = _two_rounds(second_fails=True)
+    p, model = planner(plan(step("s3", "s1")))
+    result = await p.plan(GOAL, st, CTX, plan_manager=pm)
+    assert [c.schema_name for c in model.calls] == ["GeneratePlan"] and result.llm_calls == 1
+    assert result.status == "replan" and result.goal_progress == 0.4  # carried over, not judged
+    assert "s2 failed" in result.evidence_summary
+    assert "disk on fire" in model.calls[0].prompt_text  # generation sees the error
+
+
+async def test_a_round_without_failures_is_assessed_by_the_model() -> None:
+    pm, st = _two_rounds(second_fails=False)
+    p, model = planner(assess("done", 1.0, "summarised"))
+    result = await p.plan(GOAL, st, CTX, plan_manager=pm)
+    assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
+
+
+async def test_a_failure_is_not_taken_as_known_without_the_decision_it_came_from() -> None:
+    # a caller driving the planner by hand, with no current decision: what is new is unknown, so ask
+    failed = StepResult(step_id="s1", success=False, error="timeout", error_type="timeout")
+    p, model = planner(assess("replan", 0.1), plan(step("s2")))
+    result = await p.plan(GOAL, state(1, step_results=[failed]), CTX)
+    assert [c.schema_name for c in model.calls] == ["AssessStatus", "GeneratePlan"]
+    assert result.status == "replan"
+
+
 async def test_the_iteration_zero_guard_can_be_switched_off() -> None:
     settings = PlannerSettings(reject_done_at_iteration_zero=False)
     p, model = planner(assess("done", 1.0), settings=settings)

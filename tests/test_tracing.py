@@ -558,7 +558,9 @@ async def test_the_executor_puts_each_tool_call_under_its_step_span(capture: Cap
             raise ValueError("beta is unavailable")
         return f"notes on {topic}"
 
-    script = [*_loop_script()[:2], {"status": "done", "goal_progress": 1.0, "summary": "enough"}]
+    # s2 fails for good, so the next round is a replan known without an assessment call
+    replan = {"plan_action": "new", "steps": [{"id": "s3", "description": "fetch gamma", "tools": ["fetch"]}]}
+    script = [*_loop_script()[:2], replan, {"status": "done", "goal_progress": 1.0, "summary": "enough"}]
     planner = LLMPlanner(ScriptedChatModel(script))
     graph = build_strange_loop(
         planner, StepExecutor(tools=[fetch], controller=planner.controller, step_timeout_s=5)
