@@ -13,8 +13,10 @@ Step execution calls the same fake tools for all three and costs no LLM call in 
 
 1. **ours** — the real StrangeLoop (``build_strange_loop``: ``LLMPlanner.plan`` two-phase over a
    goal-wide ``PlanManager``; intake preset to ``complex``, no synthesis): a small assessment call
-   each iteration, and a generation call only when the goal is not done, whose prompt holds the
-   compact DAG rendering and fenced result excerpts.
+   each iteration whose answer is not already known (it is at iteration 0, with no plan yet, and
+   after a step failed for good: ``replan``), and a generation call only when the goal is not
+   done, whose prompt holds the compact DAG rendering with excerpts of older results and, fenced,
+   the results new since the last plan in full.
 2. **one call per iteration** (a Magentic-One-style ledger): each iteration one structured call
    with the full context — task, tools, current plan and the full text of every step result so
    far — answering "is the request satisfied?" and "what are the next steps (a DAG)?".
