@@ -115,7 +115,9 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     """Steps of the last decision that failed for good (not blocked, not waiting for a retry)."""
     if state.iteration < 1 or state.current_decision is None:
         return []
-    ids = [r.step_id for r in phases.new_results(state, pm) if not r.success and r.error_type != "blocked"]
+    last = {s.id for s in state.current_decision.steps}
+    ids = [r.step_id for r in phases.latest_results(state.step_results)
+           if r.step_id in last and not r.success and r.error_type != "blocked"]
     if pm is not None:
         known = {n.id: n for n in pm.nodes}
         ids = [i for i in ids if i in known and known[i].status == "failed"]

@@ -141,6 +141,16 @@ async def test_a_round_without_failures_is_assessed_by_the_model() -> None:
     assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
 
 
+async def test_a_failure_outside_the_last_decision_is_left_to_the_model() -> None:
+    # s1 failed two rounds ago and s2 replaced it and succeeded: nothing of the last decision failed
+    results = [StepResult(step_id="s1", success=False, error="timeout", error_type="timeout"),
+               StepResult(step_id="s2", success=True, output="done another way")]
+    last = AgentDecision(steps=[StepAction(id="s2", description="do it another way")])
+    p, model = planner(assess("done", 1.0))
+    result = await p.plan(GOAL, state(2, step_results=results, current_decision=last), CTX)
+    assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
+
+
 async def test_a_failure_is_not_taken_as_known_without_the_decision_it_came_from() -> None:
     # a caller driving the planner by hand, with no current decision: what is new is unknown, so ask
     failed = StepResult(step_id="s1", success=False, error="timeout", error_type="timeout")
