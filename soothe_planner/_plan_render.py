@@ -17,7 +17,7 @@ cannot break the diagram; statuses become style classes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from soothe_planner.models import PlanStep
 
@@ -74,13 +74,22 @@ def _render(order: Sequence[PlanStep], heads: dict[str, str], excerpts: dict[str
     return "\n".join(lines)
 
 
-def planning_context(order: Sequence[PlanStep], max_chars: int | None = None) -> str:
-    """``order`` (dependencies first) as prompt text, within ``max_chars`` where the rules above allow."""
+def planning_context(
+    order: Sequence[PlanStep], max_chars: int | None = None, *, shown_elsewhere: Collection[str] = ()
+) -> str:
+    """``order`` (dependencies first) as prompt text, within ``max_chars`` where the rules above allow.
+
+    Steps in ``shown_elsewhere`` get no excerpt: the prompt carries their results in full elsewhere.
+    """
     if not order:
         return "(no steps yet)"
     heads = {n.id: _head(n, n.description) for n in order}
     # A pending step that holds a result is waiting for a retry: its last error is worth showing.
-    excerpts = {n.id: ex if n.finished else f"previous attempt {ex}" for n in order if (ex := _excerpt(n))}
+    excerpts = {
+        n.id: ex if n.finished else f"previous attempt {ex}"
+        for n in order
+        if n.id not in shown_elsewhere and (ex := _excerpt(n))
+    }
     text = _render(order, heads, excerpts, EXCERPT)
     if max_chars is None or len(text) <= max_chars:
         return text

@@ -15,8 +15,17 @@ Decisions recorded here:
   generation call that asks for steps; the loop never aborts on it.
 - At iteration 0 with no evidence there is nothing to assess for a ``simple`` intake or a
   follow-up turn: phase 1 returns ``continue`` without a call. (For a follow-up, the continuation
-  discriminator runs in phase 2 instead.) Otherwise phase 1 runs, guarded: ``done`` at iteration 0
-  with no evidence becomes ``continue`` (``reject_done_at_iteration_zero``), logged and counted.
+  discriminator runs in phase 2 instead.) Nor is there with no plan yet while the guard is on: the
+  guard turns ``done`` at iteration 0 with no evidence into ``continue``
+  (``reject_done_at_iteration_zero``), and ``replan`` of nothing is ``continue``, so the answer is
+  known without asking. Otherwise phase 1 runs, guarded, and an override is logged and counted.
+  With the guard off, a fresh goal is assessed (the model may judge it done from the goal alone).
+- When a step of the last decision failed for good (not blocked by another failure, not waiting for
+  a retry), phase 1 answers ``replan`` without a call: the plan the model made cannot finish as
+  made, and generation — which sees the failure, its error and the new evidence — has to act on it
+  whatever an assessment would say. Progress is carried over, not judged. The price: a goal that a
+  failed, redundant step did not stop from being achieved gets one more round before its
+  assessment says ``done``.
 - A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
   ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
   the graph's nodes agree; the graph ends the goal after that step succeeds.
@@ -95,6 +104,23 @@ def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None
     done = {r.step_id for r in state.step_results}
     unfinished = [s for s in state.current_decision.steps if s.id not in done]
     return state.current_decision if unfinished else None
+
+
+def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:
+    return bool(pm is not None and pm.nodes) or state.current_decision is not None or state.previous_plan is not None
+
+
+def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
+    """Steps of the last decision that failed for good (not blocked, not waiting for a retry)."""
+    if state.iteration < 1 or state.current_decision is None:
+        return []
+    last = {s.id for s in state.current_decision.steps}
+    ids = [r.step_id for r in phases.latest_results(state.step_results)
+           if r.step_id in last and not r.success and r.error_type != "blocked"]
+    if pm is not None:
+        known = {n.id: n for n in pm.nodes}
+        ids = [i for i in ids if i in known and known[i].status == "failed"]
+    return ids
 
 
 class LLMPlanner:
@@ -189,6 +215,19 @@ class LLMPlanner:
         if fresh and (state.continuation or state.intake == "simple"):
             why = "follow-up turn: the continuation check decides" if state.continuation else "simple intake"
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0, summary=f"nothing to assess yet ({why})")
+        if fresh and self.settings.reject_done_at_iteration_zero and not _has_plan(state, pm):
+            # The guard would turn 'done' into 'continue', and with no plan 'replan' means the same:
+            # the only answer the call could give is known, so it is not asked.
+            return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
+                                    summary="nothing to assess yet (no evidence and no plan)")
+        failed = _direct_failures(state, pm)
+        if failed:
+            prev = state.previous_assessment
+            logger.info("plan-assess: %s failed in the last plan; 'replan' without a call", ", ".join(failed))
+            return StatusAssessment(
+                status="replan", goal_progress=prev.goal_progress if prev else 0.0, confidence=1.0,
+                summary=f"known without asking: {', '.join(failed)} failed, so the plan cannot finish as made",
+            )
         prompt = self._prompt_checked(phases.assess_prompt(goal, state, pm, self.settings))
         try:
             outcome = await self._caller.structured(

@@ -52,7 +52,7 @@ def test_only_an_explicit_true_counts_as_approval(reply: Any, approved: bool) ->
 
 
 async def test_approve_seals_the_plan_and_resume_repeats_no_planner_call_or_step() -> None:
-    script = PhaseScript(AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+    script = PhaseScript(AssessStatus=[assess("done", 1.0)],
                          GeneratePlan=[plan(step("s1"), step("s2", "s1"))])
     log: list[str] = []
     graph = _graph(script, log)
@@ -79,7 +79,7 @@ async def test_approve_seals_the_plan_and_resume_repeats_no_planner_call_or_step
 
 
 async def test_rejection_sends_feedback_to_the_planner_and_the_revised_plan_runs() -> None:
-    script = PhaseScript(AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+    script = PhaseScript(AssessStatus=[assess("done", 1.0)],
                          GeneratePlan=[plan(step("s1", description="delete everything")), plan(step("t1"))])
     log: list[str] = []
     graph = _graph(script, log)
@@ -131,7 +131,7 @@ async def test_the_sealed_plan_reaches_subagents_as_fenced_data() -> None:
         seen.append(inp["messages"][0].content)
         return {"messages": [AIMessage("helped")]}
 
-    script = PhaseScript(AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+    script = PhaseScript(AssessStatus=[assess("done", 1.0)],
                          GeneratePlan=[plan(step("s1", tools=(), subagent="helper"), step("s2"))])
     log: list[str] = []
     graph = build_strange_loop(script.planner(), StepExecutor(tools=[read_tool(log)],

@@ -23,7 +23,7 @@ DSN_ENV = "SOOTHE_TEST_POSTGRES_DSN"
 
 def _script() -> PhaseScript:
     return PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("continue", 0.5), assess("done", 1.0)],
+        AssessStatus=[assess("continue", 0.5), assess("done", 1.0)],
         GeneratePlan=[plan(step("s1"), step("s2", "s1")), plan(step("s3", "s2"))],
     )
 

@@ -36,7 +36,7 @@ def _assess(status: str, progress: float) -> dict[str, Any]:
 
 DONE_SCRIPT = {
     "RouteIntake": [{"route": "complex", "answer": ""}],
-    "AssessStatus": [_assess("continue", 0.0), _assess("done", 1.0)],
+    "AssessStatus": [_assess("done", 1.0)],  # iteration 0 has nothing to assess
     "GeneratePlan": [PLAN],
     "text": [*TOOL_TEXT, "There are 5 TODO lines."],
 }

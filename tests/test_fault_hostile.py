@@ -147,7 +147,8 @@ async def test_a_tool_output_cannot_set_the_goal_status() -> None:
         run_config("honest", 4),
     )
     # The injected {"status": "done"} after the first read changed nothing: a second read ran.
-    assert out["status"] == "done" and tools.read_calls == 2 and truth["assessed"] == 3
+    # (Iteration 0, with no evidence and no plan, is not assessed: after each read is.)
+    assert out["status"] == "done" and tools.read_calls == 2 and truth["assessed"] == 2
     assert tools.wipe_calls == 0
 
 

@@ -50,7 +50,7 @@ async def _run(
 
 async def test_one_iteration_then_done_streams_events_in_order() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.1), assess("done", 1.0, "both read")],
+        AssessStatus=[assess("done", 1.0, "both read")],
         GeneratePlan=[plan(step("s1"), step("s2", "s1", description="reread {{s1.output}}"))],
     )
     state, events, nodes = await _run(script, StepExecutor(tools=[read_tool()]))
@@ -79,17 +79,22 @@ async def test_one_iteration_then_done_streams_events_in_order() -> None:
     results = {r["step_id"]: r for r in state["step_results"]}
     assert results["s2"]["output"] == "read(reread read(do s1))"
     assert "s2: read(reread" in state["final_answer"]
-    assert script.schemas() == ["RouteIntake", "AssessStatus", "GeneratePlan", "AssessStatus"]
-    assert state["llm_calls"] == 4
+    # iteration 0 has no evidence and no plan: its assessment is known without a call
+    assert script.schemas() == ["RouteIntake", "GeneratePlan", "AssessStatus"]
+    assert state["llm_calls"] == 3
 
 
 async def test_failed_step_leads_to_a_replan_that_finishes_the_goal() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("replan", 0.2, "s1 failed"), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0)],
         GeneratePlan=[plan(step("s1", tools=["boom"]), step("s2", "s1")), plan(step("s3"))],
     )
     state, events, _ = await _run(script, StepExecutor(tools=[read_tool(), failing_tool()]))
     assert state["status"] == "done"
+    # s1 failed for good: the replan is known without an assessment call; only the last round is assessed
+    assert script.schemas() == ["RouteIntake", "GeneratePlan", "GeneratePlan", "AssessStatus"]
+    assessments = [e for e in events if e["event"] == "assessment"]
+    assert assessments[1]["status"] == "replan" and "s1 failed" in assessments[1]["summary"]
     pm = PlanManager.from_dict(state["plan_manager"])
     assert [(n.id, n.status) for n in pm.nodes] == [("s1", "failed"), ("s2", "skipped"), ("s3", "completed")]
     failed = [e for e in events if e["event"] == "step_completed" and not e["success"]]
@@ -101,7 +106,7 @@ async def test_failed_step_leads_to_a_replan_that_finishes_the_goal() -> None:
 
 async def test_progressive_dag_growth_keeps_finished_steps_and_feeds_their_output_forward() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("continue", 0.5), assess("done", 1.0)],
+        AssessStatus=[assess("continue", 0.5), assess("done", 1.0)],
         GeneratePlan=[plan(step("s1"), step("s2")), plan(step("s3", "s1"))],
     )
     log: list[str] = []
@@ -119,7 +124,7 @@ async def test_progressive_dag_growth_keeps_finished_steps_and_feeds_their_outpu
 
 async def test_keep_with_nothing_in_flight_asks_for_steps_and_finished_work_stays() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("continue", 0.5), assess("done", 1.0)],
+        AssessStatus=[assess("continue", 0.5), assess("done", 1.0)],
         GeneratePlan=[plan(step("s1")), KEEP, plan(step("s2", "s1"))],
     )
     log: list[str] = []
@@ -155,13 +160,13 @@ class _BootstrapPlanner:
 
 
 async def test_terminal_after_execute_ends_the_goal_after_its_one_execution() -> None:
-    script = PhaseScript(AssessStatus=[assess("continue", 0.0)], GeneratePlan=[plan(step("s1"))])
+    script = PhaseScript(AssessStatus=[], GeneratePlan=[plan(step("s1"))])
     state, _, nodes = await _run(
         script, StepExecutor(tools=[read_tool()]), planner=_BootstrapPlanner(script.planner())
     )
     assert state["status"] == "done"
     assert nodes[-2:] == ["plan_assess", "goal_completion"]
-    assert script.schemas().count("AssessStatus") == 1  # no assessment call after the bootstrap step
+    assert script.schemas() == ["RouteIntake", "GeneratePlan"]  # no assessment call after the bootstrap step
 
 
 async def test_max_iterations_fails_the_goal_and_keeps_the_last_plan_result() -> None:
@@ -185,7 +190,7 @@ def test_run_config_sets_an_explicit_recursion_limit_from_max_iterations() -> No
 
 async def test_plan_mode_offers_only_read_only_tools_while_planning() -> None:
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0)],
         GeneratePlan=[plan(step("s1", tools=["write"])), plan(step("s1", tools=["read"]))],
     )
     wrote: list[str] = []
@@ -201,7 +206,7 @@ async def test_plan_mode_offers_only_read_only_tools_while_planning() -> None:
 async def test_slow_branch_does_not_hold_back_the_fast_branch_inside_the_graph() -> None:
     release = asyncio.Event()
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0)],
         GeneratePlan=[plan(step("a", tools=["slow"]), step("b"), step("c", "b"))],
     )
     graph = build_strange_loop(
@@ -239,7 +244,7 @@ async def test_peak_in_flight_llm_calls_never_exceeds_the_global_limit() -> None
         return "thought"
 
     script = PhaseScript(
-        AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0)],
         GeneratePlan=[plan(*(step(f"s{i}", tools=()) for i in range(4)))],
     )
     executor = StepExecutor(
@@ -249,7 +254,7 @@ async def test_peak_in_flight_llm_calls_never_exceeds_the_global_limit() -> None
     assert state["status"] == "done"
     assert observed == limit
     assert controller.peak_llm_calls == limit
-    assert controller.total_llm_calls == 4 + 4  # intake, 2 assessments, 1 generation + 4 agent calls
+    assert controller.total_llm_calls == 3 + 4  # intake, 1 assessment, 1 generation + 4 agent calls
     print(f"peak in-flight LLM calls {controller.peak_llm_calls} of limit {limit}")
 
 
@@ -300,7 +305,7 @@ async def test_policy_step_parallelism_decides_how_many_steps_run_at_once(parall
         in_flight -= 1
         return "worked"
 
-    script = PhaseScript(AssessStatus=[assess("continue", 0.0), assess("done", 1.0)],
+    script = PhaseScript(AssessStatus=[assess("done", 1.0)],
                          GeneratePlan=[plan(step("a", tools=["work"]), step("b", tools=["work"]),
                                             step("c", tools=["work"]), mode="parallel")])
     tool = StructuredTool.from_function(coroutine=work, name="work", description="w", metadata={"read_only": True})
@@ -315,7 +320,7 @@ async def test_a_follow_up_repeating_the_same_goal_on_a_thread_runs_its_steps_ag
     script = PhaseScript(
         RouteIntake=[{"route": "complex"}, {"route": "complex"}],
         # a follow-up skips the iteration-0 assessment (the planner's rule for follow-up turns)
-        AssessStatus=[assess("continue", 0.0), assess("done", 1.0), assess("done", 1.0)],
+        AssessStatus=[assess("done", 1.0), assess("done", 1.0)],
         GeneratePlan=[plan(step("s1")), plan(step("s1"))],
     )
     log: list[str] = []

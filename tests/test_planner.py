@@ -91,13 +91,73 @@ async def test_done_at_iteration_one_costs_exactly_one_call() -> None:
     assert model.calls[0].metadata["thread_id"] == "t1" and model.calls[0].metadata["iteration"] == 1
 
 
-async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue_then_generates() -> None:
-    p, model = planner(assess("done", 0.9), plan(step("s1")))
-    result = await p.plan(GOAL, state(0), CTX)
+async def test_a_fresh_goal_with_no_plan_is_not_assessed_while_the_guard_is_on() -> None:
+    # The guard would turn 'done' into 'continue' and there is nothing to replan: the answer is known.
+    p, model = planner(plan(step("s1")))
+    result = await p.plan(GOAL, state(0), CTX, plan_manager=manager())
     assert result.status == "continue" and result.plan_action == "new"
-    assert len(model.calls) == 2 and result.llm_calls == 2
+    assert [c.schema_name for c in model.calls] == ["GeneratePlan"] and result.llm_calls == 1
+    assert p.stats["guard_overrides"] == 0
+
+
+async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue_then_generates() -> None:
+    pm = manager(StepAction(id="s1", description="read it", tools=["read_file"]))
+    p, model = planner(assess("done", 0.9), plan(step("s2", "s1")))
+    result = await p.plan(GOAL, state(0), CTX, plan_manager=pm)
+    assert result.status == "continue" and result.plan_action == "new"
+    assert [c.schema_name for c in model.calls] == ["AssessStatus", "GeneratePlan"] and result.llm_calls == 2
     assert p.stats["guard_overrides"] == 1
     assert "guard" in result.evidence_summary
+
+
+def _two_rounds(second_fails: bool) -> tuple[PlanManager, LoopState]:
+    """s1 finished in round 0; s2 (after s1) ran in round 1 and succeeded or failed for good."""
+    pm = manager(StepAction(id="s1", description="read it", tools=["read_file"]))
+    first = StepResult(step_id="s1", success=True, output="the README says hello")
+    pm.record_step_outcomes([first])
+    decision = AgentDecision(steps=[StepAction(id="s2", description="summarise it", depends_on=["s1"])])
+    pm.ingest(decision, 1)
+    second = (StepResult(step_id="s2", success=False, error="disk on fire", error_type="tool_error") if second_fails
+              else StepResult(step_id="s2", success=True, output="a summary"))
+    pm.record_step_outcomes([second])
+    previous = StatusAssessment(status="continue", goal_progress=0.4, summary="read")
+    return pm, state(2, current_decision=decision, step_results=[first, second], previous_assessment=previous)
+
+
+async def test_a_step_of_the_last_decision_that_failed_for_good_means_replan_without_a_call() -> None:
+    pm, st = _two_rounds(second_fails=True)
+    p, model = planner(plan(step("s3", "s1")))
+    result = await p.plan(GOAL, st, CTX, plan_manager=pm)
+    assert [c.schema_name for c in model.calls] == ["GeneratePlan"] and result.llm_calls == 1
+    assert result.status == "replan" and result.goal_progress == 0.4  # carried over, not judged
+    assert "s2 failed" in result.evidence_summary
+    assert "disk on fire" in model.calls[0].prompt_text  # generation sees the error
+
+
+async def test_a_round_without_failures_is_assessed_by_the_model() -> None:
+    pm, st = _two_rounds(second_fails=False)
+    p, model = planner(assess("done", 1.0, "summarised"))
+    result = await p.plan(GOAL, st, CTX, plan_manager=pm)
+    assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
+
+
+async def test_a_failure_outside_the_last_decision_is_left_to_the_model() -> None:
+    # s1 failed two rounds ago and s2 replaced it and succeeded: nothing of the last decision failed
+    results = [StepResult(step_id="s1", success=False, error="timeout", error_type="timeout"),
+               StepResult(step_id="s2", success=True, output="done another way")]
+    last = AgentDecision(steps=[StepAction(id="s2", description="do it another way")])
+    p, model = planner(assess("done", 1.0))
+    result = await p.plan(GOAL, state(2, step_results=results, current_decision=last), CTX)
+    assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
+
+
+async def test_a_failure_is_not_taken_as_known_without_the_decision_it_came_from() -> None:
+    # a caller driving the planner by hand, with no current decision: what is new is unknown, so ask
+    failed = StepResult(step_id="s1", success=False, error="timeout", error_type="timeout")
+    p, model = planner(assess("replan", 0.1), plan(step("s2")))
+    result = await p.plan(GOAL, state(1, step_results=[failed]), CTX)
+    assert [c.schema_name for c in model.calls] == ["AssessStatus", "GeneratePlan"]
+    assert result.status == "replan"
 
 
 async def test_the_iteration_zero_guard_can_be_switched_off() -> None:

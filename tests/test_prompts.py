@@ -19,6 +19,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
+from soothe_planner.plan_manager import PlanManager
 from soothe_planner.prompts import (
     TRIM_FLOOR,
     build,
@@ -224,3 +225,48 @@ def test_prompt_over_budget_after_trimming_is_sent_whole_and_reported() -> None:
     assert prompt.over_budget
     assert "g" * 5000 in prompt.human  # the goal is never cut
     assert "e" * TRIM_FLOOR in prompt.human.replace("\n", "")  # state kept at its floor, not dropped
+
+
+# --------------------------------------------------------------------------- each result once
+
+
+def _manager_two_rounds() -> tuple[PlanManager, LoopState]:
+    """s1 finished under an earlier plan; s2 is the decision that just ran."""
+    pm = PlanManager("write the report")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="gather the notes")]), 0)
+    old = StepResult(step_id="s1", success=True, output="OLD-RESULT " + "o" * 600)
+    pm.record_step_outcomes([old])
+    decision = AgentDecision(steps=[StepAction(id="s2", description="draft it", depends_on=["s1"])])
+    pm.ingest(decision, 1)
+    new = StepResult(step_id="s2", success=True, output="NEW-RESULT " + "n" * 600)
+    pm.record_step_outcomes([new])
+    return pm, LoopState(goal="write the report", iteration=2, current_decision=decision, step_results=[old, new])
+
+
+def _section(text: str, tag: str) -> str:
+    return text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+
+
+def test_generation_sends_a_new_result_in_full_and_an_older_one_only_as_its_plan_excerpt() -> None:
+    pm, state = _manager_two_rounds()
+    prompt = phases.generate_prompt("write the report", state, PlanContext(), None, pm, PlannerSettings(), max_steps=4)
+    evidence, plan = _section(prompt.human, "evidence"), _section(prompt.human, "plan")
+    assert "NEW-RESULT " + "n" * 600 in evidence and "OLD-RESULT" not in evidence
+    assert "OLD-RESULT o" in plan and len(plan) < 600  # an excerpt under s1
+    assert "NEW-RESULT" not in plan  # no excerpt where the evidence has the whole result
+    assert prompt.human.count("NEW-RESULT") == 1 and prompt.human.count("OLD-RESULT") == 1
+
+
+def test_assessment_evidence_holds_only_the_new_results() -> None:
+    pm, state = _manager_two_rounds()
+    prompt = phases.assess_prompt("write the report", state, pm, PlannerSettings())
+    evidence = _section(prompt.human, "evidence")
+    assert "NEW-RESULT" in evidence and "OLD-RESULT" not in prompt.human
+    assert "previous assessment judged the earlier ones" in prompt.system
+
+
+def test_without_a_manager_every_latest_result_is_evidence() -> None:
+    _, state = _manager_two_rounds()
+    prompt = phases.generate_prompt("write the report", state, PlanContext(), None, None, PlannerSettings(), max_steps=4)
+    evidence = _section(prompt.human, "evidence")
+    assert "NEW-RESULT" in evidence and "OLD-RESULT" in evidence

@@ -294,8 +294,9 @@ class PlannerNodes:
                 f"(progress {float(assessment.get('goal_progress', 0.0)):.2f}), "
                 f"{result.get('plan_action', '?')}; {done}")
         history = [*(state.get("action_history") or []), line]
-        recent = render_results(latest_results(outcomes)[-6:], excerpt=200)
-        memory = "Recent iterations:\n" + "\n".join(history[-HISTORY_LINES_IN_MEMORY:]) + "\nLatest results:\n" + recent
+        # No results digest here: the next prompts carry new results in full and older ones under
+        # their steps in the plan rendering; a third copy would only cost tokens.
+        memory = "Recent iterations:\n" + "\n".join(history[-HISTORY_LINES_IN_MEMORY:])
         if len(memory) > WORKING_MEMORY_CHARS:
             memory = "…" + memory[-(WORKING_MEMORY_CHARS - 1):]
         return {"iteration": iteration + 1, "action_history": history, "working_memory": memory}

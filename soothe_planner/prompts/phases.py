@@ -1,18 +1,27 @@
 """Which facts each phase's prompt carries, rendered from the loop's state.
 
 Phase 1 (assess) is deliberately small: the goal, the iteration, the plan in flight as ids and
-statuses only, the newest evidence and the previous assessment — enough to answer "done?" and
-nothing that would make the cheap question expensive. Phase 2 (generate) carries everything a
-planner must decide with: the plan in flight with ids, statuses and dependencies, failed steps
-with their errors, evidence, working memory, the prior conversation, the capabilities it may use
-and the step limit. State sections are trimmable under the budget; instructions are not.
+statuses only, the evidence new since the last plan and the previous assessment — enough to answer
+"done?" and nothing that would make the cheap question expensive. Phase 2 (generate) carries
+everything a planner must decide with: the plan in flight with ids, statuses and dependencies,
+failed steps with their errors, evidence, working memory, the prior conversation, the capabilities
+it may use and the step limit. State sections are trimmable under the budget; instructions are not.
+
+Each result is sent once per prompt, and in full only while it is new: a result is old when its step
+is in the goal-wide ``PlanManager`` and was finished by an earlier plan (it is not in
+``LoopState.current_decision``, the decision in flight when the last plan was made). Old results reach
+phase 2 as the short excerpts under their steps in the plan rendering, and phase 1 through the
+previous assessment, which was made from them; sending them in full on every call would make a
+goal's cost grow with the square of its length. Without a manager nothing else carries them, so every
+latest result is sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from soothe_planner import _plan_render
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -43,6 +52,7 @@ __all__ = [
     "generate_prompt",
     "intake_prompt",
     "latest_results",
+    "new_results",
     "reflect_prompt",
     "revise_prompt",
 ]
@@ -61,6 +71,16 @@ def latest_results(results: Sequence[StepResult]) -> list[StepResult]:
         by_id.pop(r.step_id, None)
         by_id[r.step_id] = r
     return list(by_id.values())
+
+
+def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
+    """Every latest result except those of steps an earlier plan finished (the manager holds them)."""
+    latest = latest_results(state.step_results)
+    if pm is None or state.current_decision is None:
+        return latest
+    current = {s.id for s in state.current_decision.steps}
+    earlier = {n.id for n in pm.nodes if n.result is not None and n.id not in current}
+    return [r for r in latest if r.step_id not in earlier]
 
 
 def _status_of(step_id: str, results: dict[str, StepResult]) -> str:
@@ -100,11 +120,14 @@ def render_plan(plan: Plan, *, compact: bool = False) -> str:
     return "\n".join(lines) or "(no steps)"
 
 
-def _plan_text(state: LoopState, pm: PlanManager | None, *, compact: bool) -> str:
+def _plan_text(
+    state: LoopState, pm: PlanManager | None, *, compact: bool, shown_elsewhere: Collection[str] = ()
+) -> str:
     if pm is not None and pm.nodes:
         if compact:
             return "\n".join(f"{n.id} [{n.status}]" for n in pm.nodes)
-        return escape_data(pm.planning_context())
+        order = [pm.node(sid) for sid in pm.dag.topological_order()]
+        return escape_data(_plan_render.planning_context(order, shown_elsewhere=shown_elsewhere))
     results = {r.step_id: r for r in latest_results(state.step_results)}
     if state.current_decision is not None:
         return _render_decision(state.current_decision, results, compact=compact)
@@ -125,7 +148,10 @@ def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
         if r is None:
             continue
         kind = "blocked by a failed dependency" if r.error_type == "blocked" else (r.error_type or "error")
-        lines.append(f"- {r.step_id} ({kind}): {escape_data((r.error or r.output or '')[:300])}")
+        if pm is not None:  # the error is in the evidence (new) or under the step in the plan (older)
+            lines.append(f"- {r.step_id} ({kind})")
+        else:
+            lines.append(f"- {r.step_id} ({kind}): {escape_data((r.error or r.output or '')[:300])}")
     if remaining:
         lines.append(f"Not finished yet: {', '.join(remaining)}")
     return "\n".join(lines) or "(none)"
@@ -143,7 +169,7 @@ def _working_memory(state: LoopState, context: PlanContext) -> str:
 
 
 def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings: PlannerSettings) -> Prompt:
-    newest = latest_results(state.step_results)[-ASSESS_EVIDENCE_RESULTS:]
+    newest = new_results(state, pm)[-ASSESS_EVIDENCE_RESULTS:]
     return build(
         "plan-assess",
         "assess_system",
@@ -172,6 +198,7 @@ def generate_prompt(
     max_steps: int,
     instruction: str = "",
 ) -> Prompt:
+    fresh = new_results(state, pm)
     return build(
         "plan-generate",
         "generate_system",
@@ -182,9 +209,9 @@ def generate_prompt(
             "max_iterations": str(state.max_iterations),
             "assessment": render_assessment(assessment),
             "previous_assessment": render_assessment(state.previous_assessment),
-            "plan": _plan_text(state, pm, compact=False),
+            "plan": _plan_text(state, pm, compact=False, shown_elsewhere={r.step_id for r in fresh}),
             "failed": _failed_text(state, pm),
-            "evidence": render_results(latest_results(state.step_results), excerpt=GENERATE_EXCERPT),
+            "evidence": render_results(fresh, excerpt=GENERATE_EXCERPT),
             "working_memory": _working_memory(state, context),
             "conversation": _conversation(state, context),
             "capabilities": render_capabilities(context.available_capabilities),
