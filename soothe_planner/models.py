@@ -360,6 +360,10 @@ class PlannerSettings(_Model):
     reject_done_at_iteration_zero: bool = Field(
         default=True, description="A 'done' at iteration 0 with no evidence becomes 'continue'."
     )
+    replan_on_failure_without_assessment: bool = Field(
+        default=True,
+        description="A step of the last decision that failed for good means 'replan' with no assessment call.",
+    )
     structured_output_method: Literal["auto", "json_schema", "function_calling", "json_mode"] = "auto"
     retries: int = Field(default=2, ge=0, description="Re-asks after a parse/validation failure.")
     transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")

@@ -25,7 +25,7 @@ Decisions recorded here:
   made, and generation — which sees the failure, its error and the new evidence — has to act on it
   whatever an assessment would say. Progress is carried over, not judged. The price: a goal that a
   failed, redundant step did not stop from being achieved gets one more round before its
-  assessment says ``done``.
+  assessment says ``done``. ``replan_on_failure_without_assessment: false`` asks the model instead.
 - A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
   ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
   the graph's nodes agree; the graph ends the goal after that step succeeds.
@@ -220,7 +220,7 @@ class LLMPlanner:
             # the only answer the call could give is known, so it is not asked.
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
                                     summary="nothing to assess yet (no evidence and no plan)")
-        failed = _direct_failures(state, pm)
+        failed = _direct_failures(state, pm) if self.settings.replan_on_failure_without_assessment else []
         if failed:
             prev = state.previous_assessment
             logger.info("plan-assess: %s failed in the last plan; 'replan' without a call", ", ".join(failed))

@@ -134,6 +134,14 @@ async def test_a_step_of_the_last_decision_that_failed_for_good_means_replan_wit
     assert "disk on fire" in model.calls[0].prompt_text  # generation sees the error
 
 
+async def test_the_failure_shortcut_can_be_switched_off() -> None:
+    pm, st = _two_rounds(second_fails=True)
+    settings = PlannerSettings(transport_backoff_s=0.0, replan_on_failure_without_assessment=False)
+    p, model = planner(assess("done", 1.0, "the summary was not needed"), settings=settings)
+    result = await p.plan(GOAL, st, CTX, plan_manager=pm)
+    assert result.status == "done" and [c.schema_name for c in model.calls] == ["AssessStatus"]
+
+
 async def test_a_round_without_failures_is_assessed_by_the_model() -> None:
     pm, st = _two_rounds(second_fails=False)
     p, model = planner(assess("done", 1.0, "summarised"))
