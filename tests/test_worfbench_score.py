@@ -137,3 +137,24 @@ async def test_gold_plans_fed_through_the_planner_score_one() -> None:
 
         scores = await run_sanity(sample(load_items(DATA), 12, seed=3))
         assert len(scores) == 12 and all(s.valid and s.node_f1 == s.edge_f1 == 1.0 for s in scores)
+
+
+async def test_one_planner_run_gives_the_no_reask_and_the_full_scores() -> None:
+    from bench.worfbench import _planner, workflow_as_generate_plan
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import ScriptedChatModel
+
+    gold = parse_workflow(GOLD_DIAMOND)
+    good = workflow_as_generate_plan(gold)
+    cyclic = json.loads(json.dumps(good))
+    cyclic["steps"][0]["depends_on"] = ["3"]  # 1 -> 3 -> 1: refused, so the full path re-asks
+    item = {"conversations": [{}, {"content": "plan a trip"}, {"content": GOLD_DIAMOND}]}
+    settings = PlannerSettings(max_plan_steps=8, transport_backoff_s=0.0)
+
+    first_try = await _planner(ScriptedChatModel(responses=[good]), settings, item)
+    assert [(s.valid, s.node_f1) for s in first_try] == [(True, 1.0), (True, 1.0)]
+    model = ScriptedChatModel(responses=[cyclic, good])
+    no_reask, full = await _planner(model, settings, item)
+    assert len(model.calls) == 2
+    assert (no_reask.valid, no_reask.node_f1) == (False, 0.0)  # retries=0 would have stopped at the cycle
+    assert (full.valid, full.node_f1, full.edge_f1) == (True, 1.0, 1.0)
