@@ -21,10 +21,13 @@ with real durations (the longest remaining path goes first), and the executor's 
 critical-path-first with the path counted in steps, since durations are unknown before a step
 runs. "ours ÷ step-count-first ideal" is then the executor's own overhead.
 
-The tool's sleeps overshoot their nominal time (the event loop's timer has millisecond
-granularity, and a busy machine adds more), and that overshoot is the tool's time, not the
-scheduler's: each row also reports the measured tool time ÷ nominal and ours ÷ the bound computed
-from the durations the steps actually took in that run.
+The tool's sleeps overshoot their nominal time: the event loop's timer has millisecond
+granularity, a busy machine adds more, and a sleep that ends while the loop is busy with other
+steps waits for it. Each row also reports the measured tool time ÷ nominal and ours ÷ the bound
+computed from the durations the steps actually took in that run. The truth lies between the two
+ratios: the measured durations include the timer and the machine (not the scheduler's doing) but
+also, in the crowded rows, waits caused by the executor's own per-step work — so "ours ÷ bound on
+tool time" is a lower estimate of what the executor costs, and "ours ÷ bound" an upper one.
 
 What is not measured: model calls (there are none) and LangChain tool-call overhead on the
 baseline side (its work node sleeps directly; ours goes through a real ``BaseTool``), which
@@ -183,9 +186,8 @@ async def _measure(dags: list[RandomDag], unit: float) -> list[dict[str, Any]]:
             ours_run = await run_ours(dag, limit, unit)
             waves_run = await run_waves(dag, limit, unit)
             ours, waves = ours_run.elapsed, waves_run.elapsed
-            # The bound again, from the step durations this run actually got: a sleep overshoots
-            # its nominal time (timer granularity, a busy machine), and that is the tool's time,
-            # not the scheduler's.
+            # The bound again, from the step durations this run actually got (see the module
+            # docstring for what that overshoot contains).
             tool_bound = with_costs(dag, ours_run.took).bound(limit)
             fifo = list_schedule(dag, limit) * unit
             critical = list_schedule(dag, limit, critical_first=True) * unit
