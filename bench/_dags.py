@@ -108,7 +108,29 @@ def bottom_levels(dag: RandomDag) -> list[float]:
     return level
 
 
-def list_schedule(dag: RandomDag, parallel: int | None, *, critical_first: bool = False) -> float:
+def path_lengths(dag: RandomDag) -> list[int]:
+    """Each step's longest path to the end of the DAG in steps (itself included): the executor's
+    priority, which cannot know durations in advance."""
+    children: list[list[int]] = [[] for _ in range(dag.n)]
+    for i, ds in enumerate(dag.deps):
+        for d in ds:
+            children[d].append(i)
+    length = [1] * dag.n
+    for i in reversed(range(dag.n)):
+        length[i] = 1 + max((length[c] for c in children[i]), default=0)
+    return length
+
+
+def with_costs(dag: RandomDag, cost: list[float]) -> RandomDag:
+    """The same DAG with other step durations (e.g. the ones a run actually measured)."""
+    if len(cost) != dag.n:
+        raise ValueError(f"with_costs needs one cost per step: got {len(cost)} for {dag.n} steps")
+    return RandomDag(dag.name, dag.deps, list(cost))
+
+
+def list_schedule(
+    dag: RandomDag, parallel: int | None, *, critical_first: bool = False, by_step_count: bool = False
+) -> float:
     """Makespan of greedy FIFO list scheduling with zero overhead: the executor's policy, idealised.
 
     A step joins the back of the queue the moment its last dependency finishes (ties in id order),
@@ -116,11 +138,14 @@ def list_schedule(dag: RandomDag, parallel: int | None, *, critical_first: bool 
     p workers it can exceed max(critical path, work / p), because FIFO does not favour the steps on
     the critical path. The gap between this and the measured makespan is pure overhead.
     ``critical_first`` instead takes the ready step with the longest path to the end (HLFET), the
-    classic fix for that.
+    classic fix for that; ``by_step_count`` measures that path in steps rather than durations (what
+    the executor does, since it cannot know durations in advance; ties go to the lower id).
     """
     import heapq
 
-    prio = bottom_levels(dag) if critical_first else None
+    prio: list[float] | None = None
+    if critical_first:
+        prio = [float(x) for x in path_lengths(dag)] if by_step_count else bottom_levels(dag)
 
     waiting = [len(d) for d in dag.deps]
     children: list[list[int]] = [[] for _ in range(dag.n)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.__main__ import BENCHMARKS, main
-from bench._dags import bottom_levels, list_schedule, random_dag
+from bench._dags import bottom_levels, list_schedule, path_lengths, random_dag, with_costs
 
 
 def test_entry_point_lists_every_benchmark_and_rejects_unknown_names(
@@ -28,7 +28,27 @@ def test_list_schedules_respect_the_lower_bound_and_its_extremes(seed: int) -> N
     for p in (2, 4, 8):
         for critical in (False, True):
             assert list_schedule(dag, p, critical_first=critical) >= dag.bound(p) - 1e-9
+        assert list_schedule(dag, p, critical_first=True, by_step_count=True) >= dag.bound(p) - 1e-9
     assert max(bottom_levels(dag)) == pytest.approx(dag.critical_path())
+
+
+def test_step_count_priority_is_the_longest_chain_in_steps_and_matches_the_executor() -> None:
+    from soothe_planner.execution.ordering import remaining_path_lengths
+    from soothe_planner.plan_manager import PlanManager
+
+    dag = random_dag(40, layers=8, seed=3)
+    pm = PlanManager("g", max_plan_steps=dag.n)
+    pm.ingest(dag.decision())
+    lengths = remaining_path_lengths(pm.nodes)
+    assert path_lengths(dag) == [lengths[f"s{i}"] for i in range(dag.n)]
+    assert max(path_lengths(dag)) == len(dag.levels())
+    # With every step costing 1, the step-count order is the duration order.
+    unit = with_costs(dag, [1.0] * dag.n)
+    assert list_schedule(unit, 3, critical_first=True, by_step_count=True) == pytest.approx(
+        list_schedule(unit, 3, critical_first=True)
+    )
+    with pytest.raises(ValueError, match="one cost per step"):
+        with_costs(dag, [1.0])
 
 
 def test_dag_levels_are_a_topological_layering() -> None:

@@ -11,6 +11,13 @@ subagent and remote steps, and the LLM-call limiter inside every model call (the
 wrapped with ``controller.wrap_model``). ``execution_mode="sequential"`` runs one step at a time in
 topological order.
 
+**Which ready step first.** The loop starts no more steps than the controller has step slots, so
+when more steps are ready than slots are free it chooses — longest remaining path first, ties in
+plan order (``ordering.StepOrder``, computed once per run) — rather than leaving the order to the
+slot queue, which serves whoever asked first. Per step the loop does O(1) work: completions arrive
+through a queue, and a step's task is rendered from a lookup of the results it names rather than a
+copy of every result so far.
+
 **Failures are results.** A denied tool (``policy_denied``), a bad reference
 (``bad_reference``), a tool exception (``tool_error``), an agent or subagent exception
 (``agent_error`` / ``subagent_error``), a timeout (``timeout``), nothing able to run the step
@@ -40,7 +47,7 @@ import contextvars
 import hashlib
 import inspect
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -48,6 +55,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from soothe_planner.errors import ExecutionError, LLMBudgetExceeded
+from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for, render_task
 from soothe_planner.execution.runners import (
     NoRunnerError,
@@ -146,6 +154,9 @@ class StepExecutor:
         self.step_timeout_s = step_timeout_s
         self.read_only_names: frozenset[str] = frozenset(read_only)
         self.journal = journal
+        # Per tool: its single string argument, or None (the schema does not change; computing it
+        # walks the tool's argument schema, which is a measurable part of a short step).
+        self._single_field: dict[str, str | None] = {}
 
     # ------------------------------------------------------------------ capabilities
 
@@ -198,21 +209,32 @@ class StepExecutor:
         journal = journal if journal is not None else self.journal
         writer = _stream_writer()
         emit = _Emitter(on_event, writer, thread_id)
-        max_running = 1 if execution_mode == "sequential" else None
+        # Start no more steps than there are slots, so that when several are ready the choice of
+        # which starts is the scheduler's (longest remaining path first), not the slot queue's.
+        slots = self.controller.step_limit or None
+        max_running = 1 if execution_mode == "sequential" else slots
+        order = StepOrder(manager)  # computed once per run: the plan only changes between runs
         running: dict[asyncio.Task[tuple[StepResult, bool]], PlanStep] = {}
+        finished: asyncio.Queue[asyncio.Task[tuple[StepResult, bool]]] = asyncio.Queue()
         results: list[StepResult] = []
         try:
             while True:
                 room = None if max_running is None else max_running - len(running)
                 if room is None or room > 0:
-                    for step in manager.ready_steps(limit=room):
+                    ready = manager.ready_steps()
+                    for step in order.pick(ready, room) if ready else ():
                         manager.mark_started(step.id)
                         node = manager.node(step.id)
                         task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal, scope))
+                        task.add_done_callback(finished.put_nowait)
                         running[task] = node
                 if not running:
                     break
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                # One completion at a time, plus any others already done: O(1) per step, where
+                # waiting on the whole running set would cost O(running) per completion.
+                done = [await finished.get()]
+                while not finished.empty():
+                    done.append(finished.get_nowait())
                 for task in done:
                     running.pop(task)
                     # A failing step is a failed result; only a broken journal raises (ExecutionError).
@@ -340,12 +362,14 @@ class StepExecutor:
     def _routes_to_runnable(self, step: PlanStep) -> bool:
         return bool(step.subagent) or step.execution_hint == "remote"
 
-    def _completed(self, manager: PlanManager) -> dict[str, StepResult]:
-        out: dict[str, StepResult] = {}
-        for sid, res in manager.results().items():
-            if res.success and manager.node(sid).status == "completed":
-                out[sid] = res
-        return out
+    def _completed(self, manager: PlanManager) -> Mapping[str, StepResult]:
+        return _CompletedResults(manager)
+
+    def _string_field(self, tool: BaseTool) -> str | None:
+        name = tool.name
+        if name not in self._single_field:
+            self._single_field[name] = single_string_field(tool)
+        return self._single_field[name]
 
     def _check_allowed(self, manager: PlanManager, step: PlanStep, names: Sequence[str]) -> None:
         allowed = getattr(manager, "allowed_capabilities", None)
@@ -374,7 +398,7 @@ class StepExecutor:
             if len(tools) != len(step.tools):  # a subagent/remote name listed as a tool
                 missing = [n for n in step.tools if n not in self.tools]
                 raise _Denied(f"step {step.id!r} lists {missing} as tools, but they are not tools of this executor")
-            if len(tools) == 1 and (field := single_string_field(tools[0])) is not None:
+            if len(tools) == 1 and (field := self._string_field(tools[0])) is not None:
                 task = render_task(step.description, step.depends_on, completed)
                 try:
                     raw = await run_single_input_tool(tools[0], field, task.text, config=_step_config())
@@ -435,6 +459,43 @@ class StepExecutor:
         except Exception as exc:
             raise _StepFailure(kind, f"{name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
         return output_text(raw)
+
+
+class _CompletedResults(Mapping[str, StepResult]):
+    """The results of the plan's completed steps, looked up on demand.
+
+    References and dependency outputs need a handful of entries per step; building the whole map
+    for every step made a plan O(steps²). Lookups read the live nodes, so they are only valid while
+    the step's task is being rendered (which happens before the step's first ``await``).
+    """
+
+    def __init__(self, manager: PlanManager) -> None:
+        self._manager = manager
+
+    def __getitem__(self, step_id: str) -> StepResult:
+        try:
+            node = self._manager.node(step_id)
+        except KeyError:
+            raise KeyError(step_id) from None
+        res = node.result
+        if node.status != "completed" or res is None or not res.success:
+            raise KeyError(step_id)
+        return res
+
+    def __contains__(self, step_id: object) -> bool:
+        if not isinstance(step_id, str):
+            return False
+        try:
+            self[step_id]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([n.id for n in self._manager.nodes if n.id in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _step_config() -> dict[str, Any]:
