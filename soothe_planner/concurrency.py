@@ -187,30 +187,28 @@ class _Slots:
         if granted:
             self.release()
 
-    def release(self) -> bool:
-        """Free a slot; ``True`` if it was handed to a task waiting on the running event loop."""
+    def release(self) -> None:
         with self._lock:
             if not self._waiters:
                 self._in_flight -= 1
-                return False
+                return
             # Hand the slot over: in_flight stays the same, the next waiter now owns it.
             waiter = self._waiters.popleft()
             waiter.granted = True
         if waiter.event is not None:
             waiter.event.set()
-            return False
+            return
         assert waiter.loop is not None and waiter.future is not None
         if waiter.loop is _running_loop():
             # Same loop, same thread: wake it now; call_soon_threadsafe would cost a self-pipe
             # write and one more loop round before the waiter runs.
             _resolve(waiter.future)
-            return True
+            return
         try:
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
         except RuntimeError:
             # Its event loop is closed: nobody will ever use this slot, pass it on.
-            return self.release()
-        return False
+            self.release()
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:
@@ -331,13 +329,9 @@ class ConcurrencyController:
             raise
         return True
 
-    def release_llm_slot(self) -> bool:
-        """Give back a slot taken by :meth:`acquire_llm_slot` or :meth:`acquire_llm_slot_sync`.
-
-        ``True`` if the slot went straight to a task waiting on the running event loop: a caller
-        with more work to do can yield once so that task reaches its model first.
-        """
-        return self._llm.release()
+    def release_llm_slot(self) -> None:
+        """Give back a slot taken by :meth:`acquire_llm_slot` or :meth:`acquire_llm_slot_sync`."""
+        self._llm.release()
 
     async def admit_llm_call(self) -> bool:
         """Wait for a place among the calls being prepared for an LLM slot; ``True`` if one was taken.

@@ -23,6 +23,10 @@ What was weighed:
   limiters cannot deadlock each other. Nested paths (an ``_agenerate`` that runs ``_generate`` in a
   worker thread, a stream bridged to a thread) see the held slot through a ``ContextVar`` and take
   no second one.
+- ``ainvoke`` first waits for an admission place (see ``ConcurrencyController.admit_llm_call``)
+  and gives it back as soon as the provider call holds its LLM slots: LangChain's preparation of
+  a call then overlaps other calls' model latency instead of running for the whole flood before
+  any slot can be handed on. The slot itself is taken only around the provider call.
 - The phase counted in ``calls_by_phase`` comes from the call's ``RunnableConfig`` metadata key
   ``"soothe_phase"``. LangChain gives ``_generate`` the run manager (with that metadata) but calls
   ``_stream`` without it, so the public entry points also note the phase in a ``ContextVar``.
@@ -30,7 +34,6 @@ What was weighed:
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextlib import ExitStack
@@ -327,7 +330,6 @@ def _make_agenerate(base: type[BaseChatModel]) -> Callable[..., Any]:
     ) -> ChatResult:
         phase = _phase(run_manager)
         taken: list[ConcurrencyController] = []
-        handed_on = False
         try:
             for controller in _controllers(self):
                 if await controller.acquire_llm_slot(phase):
@@ -335,20 +337,13 @@ def _make_agenerate(base: type[BaseChatModel]) -> Callable[..., Any]:
             _end_admission()
             token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {c.serial for c in taken}) if taken else None
             try:
-                result = await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+                return await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
             finally:
                 if token is not None:
                     _reset_held(token)
         finally:
             for controller in reversed(taken):
-                handed_on = controller.release_llm_slot() or handed_on
-        if handed_on:
-            # Let the task that got the slot reach its model before this call's own post-processing
-            # (LangChain's callbacks and output handling) runs: one round for it to be woken, one
-            # for it to run.
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-        return result
+                controller.release_llm_slot()
 
     return _agenerate
 

@@ -273,3 +273,22 @@ def test_limit_holds_and_no_slot_leaks_under_random_cancellation(
         assert controller.total_llm_calls == witness.done
 
     asyncio.run(scenario())
+
+
+async def test_a_freed_slot_wakes_a_waiter_on_the_same_loop_without_an_extra_round() -> None:
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    assert await controller.acquire_llm_slot()
+    entered = asyncio.Event()
+
+    async def waiter() -> None:
+        async with controller.llm_call():
+            entered.set()
+
+    task = asyncio.create_task(waiter())
+    await asyncio.sleep(0)  # it queues for the slot
+    controller.release_llm_slot()
+    await asyncio.sleep(0)  # one round: the waiter, already woken, runs before this task resumes
+
+    assert entered.is_set()
+    await asyncio.wait_for(task, GUARD_S)
+    assert controller.in_flight_llm_calls == 0 and controller.total_llm_calls == 2

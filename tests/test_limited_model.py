@@ -9,6 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
+from langchain_core.caches import InMemoryCache
+from langchain_core.callbacks import AsyncCallbackHandler, BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -16,8 +18,13 @@ from langchain_core.tools import tool
 from limits_support import GUARD_S
 from pydantic import BaseModel
 
-from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy, limit_model
-from soothe_planner.errors import ConfigError
+from soothe_planner.concurrency import (
+    ADMISSION_PER_LLM_SLOT,
+    ConcurrencyController,
+    ConcurrencyPolicy,
+    limit_model,
+)
+from soothe_planner.errors import ConfigError, LLMBudgetExceeded
 from soothe_planner.limited_model import is_limited, limiting_controllers, unwrap_model
 from soothe_planner.testing import FunctionChatModel, ScriptedCall, ScriptedChatModel
 
@@ -301,3 +308,106 @@ async def test_abandoned_async_stream_is_released_when_the_loop_finalises_it() -
 
     assert controller.in_flight_llm_calls == 0
     assert (await asyncio.wait_for(model.ainvoke("q"), GUARD_S)).content == "next"
+
+
+# -- pacing a flood of calls ---------------------------------------------------------------------
+
+
+class StartCounter(BaseCallbackHandler):
+    """Counts calls that have begun LangChain's preparation (``on_chat_model_start``)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self.started += 1
+
+
+async def test_a_flood_of_calls_is_prepared_a_few_at_a_time() -> None:
+    limit = 2
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=limit))
+    counter = StartCounter()
+    entered = 0
+    most_waiting = 0
+
+    async def reply(call: ScriptedCall) -> str:
+        nonlocal entered, most_waiting
+        entered += 1
+        # Calls that began preparing but have not reached the model yet (this one has).
+        most_waiting = max(most_waiting, counter.started - entered)
+        await asyncio.sleep(0.001)
+        return "ok"
+
+    model = controller.wrap_model(FunctionChatModel(reply))
+    config: Any = {"callbacks": [counter]}
+    await asyncio.wait_for(asyncio.gather(*(model.ainvoke(f"q{i}", config) for i in range(40))), GUARD_S)
+
+    assert entered == counter.started == 40
+    assert controller.total_llm_calls == 40
+    assert controller.peak_llm_calls == limit
+    # Without pacing all 40 would begin before the first finished.
+    assert 0 < most_waiting <= ADMISSION_PER_LLM_SLOT * limit
+
+
+async def test_admission_places_come_back_on_every_way_a_call_ends() -> None:
+    # One LLM slot, so two admission places: leaked places would hang the final flood.
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    cached = controller.wrap_model(FunctionChatModel(lambda call: "cached", cache=InMemoryCache()))
+    failing = controller.wrap_model(ScriptedChatModel([RuntimeError("provider down")] * 2))
+    slow = controller.wrap_model(FunctionChatModel(_slow_reply))
+
+    await cached.ainvoke("same")
+    await cached.ainvoke("same")  # a cache hit never reaches the provider call
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="provider down"):
+            await failing.ainvoke("q")
+    waiting = [asyncio.create_task(slow.ainvoke(f"w{i}")) for i in range(4)]
+    await asyncio.sleep(0.005)  # w0 is in its model, w1 waits for the slot, w2 and w3 for a place
+    for task in waiting[1:]:
+        task.cancel()
+    await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), GUARD_S)
+    replies = await asyncio.wait_for(asyncio.gather(*(slow.ainvoke(f"f{i}") for i in range(6))), GUARD_S)
+
+    assert [r.content for r in replies] == ["slow"] * 6
+    assert controller.total_llm_calls == 1 + 2 + 1 + 6  # cache miss, failures, w0, the flood
+    assert controller.in_flight_llm_calls == 0
+
+
+async def test_calls_refused_by_the_budget_give_their_admission_place_back() -> None:
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1, max_total_llm_calls=1))
+    model = controller.wrap_model(FunctionChatModel(_slow_reply))
+
+    await model.ainvoke("the one call")
+    results = await asyncio.wait_for(
+        asyncio.gather(*(model.ainvoke(f"q{i}") for i in range(5)), return_exceptions=True), GUARD_S
+    )
+
+    # Five refusals through two places: each refused call gave its place back.
+    assert all(isinstance(r, LLMBudgetExceeded) for r in results)
+    assert controller.total_llm_calls == 1
+
+
+async def _slow_reply(call: ScriptedCall) -> str:
+    await asyncio.sleep(0.01)
+    return "slow"
+
+
+async def test_a_call_made_while_another_is_being_prepared_does_not_wait_for_a_place() -> None:
+    # One slot, two places: both places held by outer calls whose start callback makes an
+    # inner call; if the inner call queued for a place, neither could ever finish.
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    inner = controller.wrap_model(FunctionChatModel(lambda call: "inner"))
+
+    class CallsOnStart(AsyncCallbackHandler):
+        async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+            await inner.ainvoke("from a callback")
+
+    outer = controller.wrap_model(FunctionChatModel(lambda call: "outer"))
+    config: Any = {"callbacks": [CallsOnStart()]}
+    replies = await asyncio.wait_for(
+        asyncio.gather(*(outer.ainvoke(f"q{i}", config) for i in range(5))), GUARD_S
+    )
+
+    assert [r.content for r in replies] == ["outer"] * 5
+    assert controller.total_llm_calls == 10
+
