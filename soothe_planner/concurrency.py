@@ -25,6 +25,11 @@ What was weighed:
   one in a worker thread (LangChain copies the context there) all count once. The price: a task
   spawned *inside* an ``llm_call()`` block shares the caller's slot, so keep those blocks around
   one model call.
+- A freed LLM slot goes to the next waiter at once when both are on the same event loop (no
+  extra loop round). A flood of ``ainvoke`` calls is paced by an admission queue of twice the LLM
+  limit: without it every call runs LangChain's preparation (callbacks, config, messages) before
+  any finished call can hand its slot on, and the slots sit idle behind that burst. The admission
+  queue only orders work; the LLM limit and the budget are enforced at the model call itself.
 - A sync ``llm_call_sync()`` made on a thread that runs an event loop blocks that loop while it
   waits; if the slots are held by tasks of the same loop it waits forever. Sync model calls
   belong in worker threads (LangChain's ``ainvoke`` already puts them there).
@@ -53,6 +58,10 @@ __all__ = ["ConcurrencyController", "ConcurrencyPolicy", "StepParallelism", "lim
 StepParallelism = Literal["sequential", "dependency", "max"]
 
 UNKNOWN_PHASE = "unknown"
+
+# Calls that may be past their start and waiting for an LLM slot, per slot: enough that a freed
+# slot always finds a prepared call, few enough that a flood prepares while others run.
+ADMISSION_PER_LLM_SLOT = 2
 
 
 class ConcurrencyPolicy(BaseModel):
@@ -103,6 +112,13 @@ class _Waiter:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _Slots:
@@ -183,6 +199,11 @@ class _Slots:
             waiter.event.set()
             return
         assert waiter.loop is not None and waiter.future is not None
+        if waiter.loop is _running_loop():
+            # Same loop, same thread: wake it now; call_soon_threadsafe would cost a self-pipe
+            # write and one more loop round before the waiter runs.
+            _resolve(waiter.future)
+            return
         try:
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
         except RuntimeError:
@@ -223,6 +244,9 @@ class ConcurrencyController:
         self._steps = _Slots(step_limit)
         self._subagents = _Slots(self.policy.max_parallel_subagents)
         self._llm = _Slots(self.policy.global_max_llm_calls)
+        # Pacing, not a limit: calls let into LangChain's per-call preparation while waiting for an
+        # LLM slot (see ``admit_llm_call``).
+        self._admission = _Slots(ADMISSION_PER_LLM_SLOT * self.policy.global_max_llm_calls)
         self._budget_lock = threading.Lock()
         self._total_llm_calls = 0
         self._calls_by_phase: dict[str, int] = {}
@@ -308,6 +332,25 @@ class ConcurrencyController:
     def release_llm_slot(self) -> None:
         """Give back a slot taken by :meth:`acquire_llm_slot` or :meth:`acquire_llm_slot_sync`."""
         self._llm.release()
+
+    async def admit_llm_call(self) -> bool:
+        """Wait for a place among the calls being prepared for an LLM slot; ``True`` if one was taken.
+
+        Pacing for a wrapped model's ``ainvoke``: at most ``ADMISSION_PER_LLM_SLOT`` × the LLM
+        limit calls are between their start and the grant of their LLM slot, so a flood of calls
+        prepares a few at a time while earlier calls wait on their model. The caller gives the
+        place back with :meth:`end_admission` exactly once when this returns ``True``. Nothing is
+        waited for when the LLM calls are unlimited or the context already holds an LLM slot (a
+        call made from inside another must not queue behind calls waiting for that slot).
+        """
+        if not self._admission.limit or _HELD_LLM_SLOTS.get():
+            return False
+        await self._admission.acquire()
+        return True
+
+    def end_admission(self) -> None:
+        """Give back a place taken by :meth:`admit_llm_call`."""
+        self._admission.release()
 
     @asynccontextmanager
     async def llm_call(self, phase: str | None = None) -> AsyncIterator[None]:

@@ -23,6 +23,10 @@ What was weighed:
   limiters cannot deadlock each other. Nested paths (an ``_agenerate`` that runs ``_generate`` in a
   worker thread, a stream bridged to a thread) see the held slot through a ``ContextVar`` and take
   no second one.
+- ``ainvoke`` first waits for an admission place (see ``ConcurrencyController.admit_llm_call``)
+  and gives it back as soon as the provider call holds its LLM slots: LangChain's preparation of
+  a call then overlaps other calls' model latency instead of running for the whole flood before
+  any slot can be handed on. The slot itself is taken only around the provider call.
 - The phase counted in ``calls_by_phase`` comes from the call's ``RunnableConfig`` metadata key
   ``"soothe_phase"``. LangChain gives ``_generate`` the run manager (with that metadata) but calls
   ``_stream`` without it, so the public entry points also note the phase in a ``ContextVar``.
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import ExitStack
 from contextvars import ContextVar
 from typing import Any
 
@@ -43,7 +47,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from pydantic import PrivateAttr
 
-from soothe_planner.concurrency import _HELD_LLM_SLOTS, ConcurrencyController
+from soothe_planner.concurrency import _HELD_LLM_SLOTS, ConcurrencyController, _reset_held
 from soothe_planner.errors import ConfigError
 
 __all__ = ["PHASE_METADATA_KEY", "is_limited", "limit_model", "limiting_controllers", "unwrap_model"]
@@ -53,6 +57,8 @@ PHASE_METADATA_KEY = "soothe_phase"
 # The phase of the public call in progress, for the private methods LangChain calls without a run
 # manager (streams).
 _CALL_PHASE: ContextVar[str | None] = ContextVar("soothe_call_phase", default=None)
+# The admission places of the ``ainvoke`` in progress, given back once its LLM slots are granted.
+_ADMISSION: ContextVar[_Admission | None] = ContextVar("soothe_admission", default=None)
 
 _LIMITED_BY_BASE: dict[type[BaseChatModel], type[BaseChatModel]] = {}
 _BASE_BY_LIMITED: dict[type[BaseChatModel], type[BaseChatModel]] = {}
@@ -184,13 +190,57 @@ def _make_ainvoke(base: type[BaseChatModel]) -> Callable[..., Any]:
     async def ainvoke(
         self: BaseChatModel, input: Any, config: RunnableConfig | None = None, **kwargs: Any
     ) -> Any:
+        admission = await _admit(_controllers(self))
         token = _CALL_PHASE.set(_phase_of_config(config))
+        admission_token = _ADMISSION.set(admission) if admission is not None else None
         try:
             return await base.ainvoke(self, input, config, **kwargs)
         finally:
+            if admission_token is not None:
+                _ADMISSION.reset(admission_token)
+            if admission is not None:
+                admission.end()
             _CALL_PHASE.reset(token)
 
     return ainvoke
+
+
+class _Admission:
+    """The admission places one ``ainvoke`` holds until its LLM slots are granted (or it ends)."""
+
+    __slots__ = ("_controllers", "_lock")
+
+    def __init__(self, controllers: list[ConcurrencyController]) -> None:
+        self._controllers = controllers
+        self._lock = threading.Lock()
+
+    def end(self) -> None:
+        """Give the places back; only the first call does anything."""
+        with self._lock:
+            controllers, self._controllers = self._controllers, []
+        for controller in reversed(controllers):
+            controller.end_admission()
+
+
+async def _admit(controllers: tuple[ConcurrencyController, ...]) -> _Admission | None:
+    if _ADMISSION.get() is not None:
+        return None  # inside a paced call already: its place covers this one
+    taken: list[ConcurrencyController] = []
+    try:
+        for controller in controllers:
+            if await controller.admit_llm_call():
+                taken.append(controller)
+    except BaseException:
+        for controller in reversed(taken):
+            controller.end_admission()
+        raise
+    return _Admission(taken) if taken else None
+
+
+def _end_admission() -> None:
+    admission = _ADMISSION.get()
+    if admission is not None:
+        admission.end()
 
 
 def _make_stream(base: type[BaseChatModel]) -> Callable[..., Iterator[Any]]:
@@ -279,10 +329,21 @@ def _make_agenerate(base: type[BaseChatModel]) -> Callable[..., Any]:
         **kwargs: Any,
     ) -> ChatResult:
         phase = _phase(run_manager)
-        async with AsyncExitStack() as stack:
+        taken: list[ConcurrencyController] = []
+        try:
             for controller in _controllers(self):
-                await stack.enter_async_context(controller.llm_call(phase))
-            return await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+                if await controller.acquire_llm_slot(phase):
+                    taken.append(controller)
+            _end_admission()
+            token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {c.serial for c in taken}) if taken else None
+            try:
+                return await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+            finally:
+                if token is not None:
+                    _reset_held(token)
+        finally:
+            for controller in reversed(taken):
+                controller.release_llm_slot()
 
     return _agenerate
 
@@ -327,6 +388,7 @@ def _make_private_astream(base: type[BaseChatModel]) -> Callable[..., AsyncItera
             for controller in _controllers(self):
                 if await controller.acquire_llm_slot(phase):
                     taken.append(controller)
+            _end_admission()
             inner = base._astream(self, messages, stop=stop, run_manager=run_manager, **kwargs)
             held = _HELD_LLM_SLOTS.get() | {c.serial for c in taken}
             scoped = _scoped_aiter(inner, _HELD_LLM_SLOTS, held)
