@@ -26,6 +26,11 @@ Modes:
   calls; with sampling it is the paired comparison (same first answer for both).
   A planner run that ends in a ``PlannerError`` counts as an invalid graph scoring 0.
 
+A long sample can be split over processes (one embedded server each, so both cores work):
+``--part K/N`` plans the items whose position in the sample is K modulo N and writes their
+per-item scores to ``bench/results/worfbench.part-K-of-N.json``; ``--merge N`` then reads the N
+parts (same seed, size and config) and reports the whole sample as one run would.
+
 The run is time-boxed (``--max-seconds``): items are taken in sample order until the box is spent,
 and the number finished is reported with the scores. A small model on two cores needs several
 seconds a call, so the default sample is 50 items and the box 20 minutes.
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import statistics
@@ -42,6 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import _common
 from bench._common import REPO_ROOT, table, write_results
 from bench.worfbench_score import (
     END,
@@ -225,7 +232,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--sanity", action="store_true", help="score gold plans fed through the planner (must be 1.0)"
     )
+    ap.add_argument("--part", default=None, help="K/N: plan only the items at positions K mod N (0 <= K < N)")
+    ap.add_argument("--merge", type=int, default=None, metavar="N", help="report the N parts written by --part")
     args = ap.parse_args(argv)
+    part = _parse_part(args.part) if args.part else None
     items = load_items(args.data)
     n = args.n or (8 if args.quick else 50)
     chosen = sample(items, n if not args.sanity else (n if args.n else 200), args.seed)
@@ -248,11 +258,71 @@ def main(argv: list[str]) -> int:
         print(f"\nwrote {path.name}")
         return 0 if worst == 1.0 and summary["validity"] == 1.0 else 1
 
+    if args.merge is not None:
+        results, done_ids, elapsed = merge_parts(args.merge, seed=args.seed, n=n, config=args.config.name)
+        print(f"worfbench: {len(done_ids)} items merged from {args.merge} parts (seed {args.seed})")
+        return report(chosen, results, done_ids, elapsed, args, n)
+    mine = [it for i, it in enumerate(chosen) if part is None or i % part[1] == part[0]]
     print(
-        f"worfbench: {n} items (seed {args.seed}) across {', '.join(sorted(items))}; config {args.config.name}; "
-        f"time box {args.max_seconds:.0f} s\n"
+        f"worfbench: {len(mine)} of {n} items (seed {args.seed}) across {', '.join(sorted(items))}; "
+        f"config {args.config.name}; time box {args.max_seconds:.0f} s\n"
     )
-    results, done_ids, elapsed = asyncio.run(run_model(chosen, args.config, args.max_seconds))
+    results, done_ids, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds))
+    if part is not None:
+        path = write_results(
+            f"worfbench.part-{part[0]}-of-{part[1]}",
+            {"seed": args.seed, "config": args.config.name, "items_requested": n, "part": list(part),
+             "elapsed_s": elapsed, "item_ids": done_ids,
+             "scores": {v: [dataclasses.asdict(x) for x in sc] for v, sc in results.items()}},
+        )
+        print(f"\n{len(done_ids)} of {len(mine)} items in {elapsed:.0f} s; wrote {path.name}")
+        return 0
+    return report(chosen, results, done_ids, elapsed, args, n)
+
+
+def _parse_part(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SystemExit(f"--part {text!r}: expected K/N with whole numbers, e.g. 0/2") from None
+    if not 0 <= k < n:
+        raise SystemExit(f"--part {text!r}: K must satisfy 0 <= K < N")
+    return k, n
+
+
+def merge_parts(parts: int, *, seed: int, n: int, config: str) -> tuple[dict[str, list[GraphScore]], list[str], float]:
+    """The parts' per-item scores, back in sample order; refuses parts of a different run."""
+    rows: dict[str, dict[str, GraphScore]] = {}
+    order: list[str] = []
+    elapsed = 0.0
+    for k in range(parts):
+        path = _common.RESULTS_DIR / f"worfbench.part-{k}-of-{parts}.json"
+        if not path.exists():
+            raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first")
+        data = json.loads(path.read_text())
+        if (data["seed"], data["items_requested"], data["config"]) != (seed, n, config):
+            raise SystemExit(
+                f"--merge {parts}: {path.name} is from seed {data['seed']}, {data['items_requested']} items, "
+                f"{data['config']}; expected seed {seed}, {n} items, {config}"
+            )
+        elapsed = max(elapsed, float(data["elapsed_s"]))  # the parts ran side by side
+        for v, scores in data["scores"].items():
+            for item_id, one in zip(data["item_ids"], scores, strict=True):
+                rows.setdefault(item_id, {})[v] = GraphScore(**one)
+        order += data["item_ids"]
+    results = {v: [rows[i][v] for i in order] for v in VARIANTS}
+    return results, order, elapsed
+
+
+def report(
+    chosen: list[dict[str, Any]],
+    results: dict[str, list[GraphScore]],
+    done_ids: list[str],
+    elapsed: float,
+    args: argparse.Namespace,
+    n: int,
+) -> int:
+    """Print the tables of a finished run (or merged parts) and write ``worfbench.json``."""
     by_variant = {v: summarise(sc) for v, sc in results.items()}
     base = by_variant["single call"]
     rows = []

@@ -158,3 +158,33 @@ async def test_one_planner_run_gives_the_no_reask_and_the_full_scores() -> None:
     assert len(model.calls) == 2
     assert (no_reask.valid, no_reask.node_f1) == (False, 0.0)  # retries=0 would have stopped at the cycle
     assert (full.valid, full.node_f1, full.edge_f1) == (True, 1.0, 1.0)
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
+def test_parts_merge_into_the_run_one_process_would_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import dataclasses
+
+    import bench._common as common
+    from bench.worfbench import VARIANTS, load_items, main, sample
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    chosen = sample(load_items(DATA), 4, 2410)
+    ok = wscore.GraphScore(True, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    bad = wscore.GraphScore(False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, ["planner error"])
+    for k in (0, 1):
+        ids = [str(it["id"]) for i, it in enumerate(chosen) if i % 2 == k]
+        scores = {v: [dataclasses.asdict(ok if v == "planner, full" or k == 0 else bad) for _ in ids] for v in VARIANTS}
+        common.write_results(f"worfbench.part-{k}-of-2", {"seed": 2410, "config": "default.yaml",
+                                                          "items_requested": 4, "part": [k, 2],
+                                                          "elapsed_s": 10.0 + k, "item_ids": ids, "scores": scores})
+    assert main(["--merge", "2", "--n", "4", "--data", str(DATA)]) == 0
+    merged = json.loads((tmp_path / "worfbench.json").read_text())
+    assert merged["items_done"] == 4 and merged["elapsed_s"] == 11.0
+    assert merged["summary"]["planner, full"]["validity"] == 1.0
+    assert merged["summary"]["single call"]["validity"] == 0.5
+    assert sorted(merged["item_ids"]) == sorted(str(it["id"]) for it in chosen)
+    # a part from another run is refused, naming the mismatch
+    with pytest.raises(SystemExit, match="seed 2410, 4 items"):
+        main(["--merge", "2", "--n", "6", "--data", str(DATA)])
