@@ -139,6 +139,16 @@ def test_validate_finds_a_cycle_through_a_refreshed_existing_node() -> None:
     assert len(errors) == 1 and errors[0].startswith("cycle: s1 -> s2 -> s1")
 
 
+def test_validate_finds_a_cycle_among_new_steps_that_also_use_existing_ones() -> None:
+    existing = {"s1": PlanStep(id="s1", description="x", status="completed")}
+    steps = [act("a", "s1", "c"), act("b", "a"), act("c", "b"), act("d", "s1")]
+    errors = validate_steps(steps, existing=existing)
+    assert errors == [
+        "cycle: a -> c -> b -> a (each step depends on the next; remove one of these dependencies)"
+    ]
+    assert validate_steps([act("a", "s1"), act("b", "a"), act("c", "b", "s1")], existing=existing) == []
+
+
 def test_validate_rejects_reusing_a_finished_id() -> None:
     existing = {"s1": PlanStep(id="s1", description="x", status="completed")}
     (error,) = validate_steps([act("s1")], existing=existing)
