@@ -22,7 +22,7 @@ from itertools import islice
 from typing import Any
 
 from soothe_planner.errors import ConfigError, PlanValidationError
-from soothe_planner.models import PlanStep, StepAction, StepResult
+from soothe_planner.models import FINISHED_STATUSES, PlanStep, StepAction, StepResult
 
 __all__ = ["PlanDAG", "blocked_result", "find_cycle", "validate_steps"]
 
@@ -241,6 +241,28 @@ def blocked_result(step_id: str, failed_id: str, via: str) -> StepResult:
     )
 
 
+_SETTLED = ("status", "result", "attempts")
+
+
+def _set_status(node: PlanStep, status: str) -> None:
+    """``node.status = status``, minus pydantic's per-assignment dispatch (it is the hot path of a run).
+
+    Exactly what assignment does for these models (``validate_assignment`` is off): store the value
+    and mark the field as set.
+    """
+    node.__dict__["status"] = status
+    node.__pydantic_fields_set__.add("status")
+
+
+def _settle(node: PlanStep, status: str, result: StepResult) -> None:
+    """Record an attempt's outcome: status, result and one more attempt, as plain assignment would."""
+    state = node.__dict__
+    state["status"] = status
+    state["result"] = result
+    state["attempts"] += 1
+    node.__pydantic_fields_set__.update(_SETTLED)
+
+
 def _as_node(step: StepLike, iteration: int) -> PlanStep:
     if isinstance(step, PlanStep):
         # Shallow copy with fresh lists: results are never mutated after they are recorded, so they are shared.
@@ -287,6 +309,10 @@ class PlanDAG:
     def unfinished_count(self) -> int:
         return self._unfinished
 
+    def waiting_count(self, step_id: str) -> int:
+        """How many dependencies of ``step_id`` have not completed (0: it may run, if pending)."""
+        return self._unmet[step_id]
+
     # ------------------------------------------------------------------ structure
 
     def add(
@@ -301,15 +327,24 @@ class PlanDAG:
             if errors:
                 raise PlanValidationError(errors)
         added = [s if adopt and isinstance(s, PlanStep) else _as_node(s, iteration) for s in steps]
+        nodes, children = self.nodes, self._children
         for node in added:
             if adopt:  # a repeated dependency would be counted twice as unmet and never released
                 node.depends_on = list(dict.fromkeys(node.depends_on))
-            self.nodes[node.id] = node
-            self._children[node.id] = {}
-            if not node.finished:
-                self._unfinished += 1
-        for node in added:
-            self._link(node)
+            nodes[node.id] = node
+            children[node.id] = {}
+        self._unfinished += sum(1 for node in added if node.status not in FINISHED_STATUSES)
+        unmet_of, ready = self._unmet, self._ready
+        for node in added:  # _link, inlined: this loop runs once per step of every plan
+            sid = node.id
+            unmet = 0
+            for dep in node.depends_on:
+                children[dep][sid] = None
+                if nodes[dep].status != "completed":
+                    unmet += 1
+            unmet_of[sid] = unmet
+            if not unmet and node.status == "pending":
+                ready[sid] = None
         return added
 
     def _link(self, node: PlanStep) -> None:
@@ -378,9 +413,12 @@ class PlanDAG:
         return [self.nodes[i] for i in ids]
 
     def _runnable(self, step_id: str, verb: str) -> PlanStep:
-        node = self.node(step_id)
-        if node.status not in ("pending", "in_progress"):
-            raise PlanValidationError([f"cannot {verb} step '{step_id}': it is already {node.status}"])
+        node = self.nodes.get(step_id)
+        if node is None:
+            return self.node(step_id)  # raises the KeyError that lists the known ids
+        status = node.status
+        if status != "pending" and status != "in_progress":
+            raise PlanValidationError([f"cannot {verb} step '{step_id}': it is already {status}"])
         if self._unmet[step_id]:
             waiting = [d for d in node.depends_on if self.nodes[d].status != "completed"]
             raise PlanValidationError(
@@ -392,30 +430,30 @@ class PlanDAG:
         node = self._runnable(step_id, "start")
         if node.status == "in_progress":
             raise PlanValidationError([f"cannot start step '{step_id}': it is already in_progress"])
-        node.status = "in_progress"
+        _set_status(node, "in_progress")
         del self._ready[step_id]
         return node
 
     def complete(self, step_id: str, result: StepResult) -> list[str]:
         """Mark a node completed; returns the ids that became ready because of it."""
         node = self._runnable(step_id, "complete")
-        node.status, node.result = "completed", result
-        node.attempts += 1
-        self._ready.pop(step_id, None)
+        _settle(node, "completed", result)
+        ready, unmet, nodes = self._ready, self._unmet, self.nodes
+        ready.pop(step_id, None)
         self._unfinished -= 1
         became_ready = []
         for child in self._children[step_id]:
-            self._unmet[child] -= 1
-            if self._unmet[child] == 0 and self.nodes[child].status == "pending":
-                self._ready[child] = None
+            left = unmet[child] - 1
+            unmet[child] = left
+            if not left and nodes[child].status == "pending":
+                ready[child] = None
                 became_ready.append(child)
         return became_ready
 
     def retry(self, step_id: str, result: StepResult) -> PlanStep:
         """Record a failed attempt and put the node back at the end of the ready order."""
         node = self._runnable(step_id, "retry")
-        node.status, node.result = "pending", result
-        node.attempts += 1
+        _settle(node, "pending", result)
         self._ready.pop(step_id, None)
         self._ready[step_id] = None
         return node
@@ -423,8 +461,7 @@ class PlanDAG:
     def fail(self, step_id: str, result: StepResult) -> list[str]:
         """Mark a node failed and skip every unfinished descendant with a ``blocked`` result; returns their ids."""
         node = self._runnable(step_id, "fail")
-        node.status, node.result = "failed", result
-        node.attempts += 1
+        _settle(node, "failed", result)
         self._ready.pop(step_id, None)
         self._unfinished -= 1
         skipped: list[str] = []
