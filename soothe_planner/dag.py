@@ -94,36 +94,6 @@ class _MergedDeps(Mapping[str, Sequence[str]]):
         return key in self._own or key in self._existing
 
 
-def _batch_acyclic(own: Mapping[str, StepLike], existing: Mapping[str, PlanStep]) -> bool:
-    """True when adding ``own`` to ``existing`` provably closes no cycle (Kahn's algorithm, O(V+E)).
-
-    Only for batches that refresh no node: then ``existing`` is unchanged, was acyclic, and none of
-    its nodes can depend on a new id, so a cycle would have to lie within the batch. False means
-    "maybe": the caller runs the path-finding search, which names the cycle.
-    """
-    if any(sid in existing for sid in own):
-        return False
-    waiting: dict[str, int] = {}
-    children: dict[str, list[str]] = {}
-    for sid, step in own.items():
-        n = 0
-        for dep in dict.fromkeys(step.depends_on):
-            if dep in own:
-                n += 1
-                children.setdefault(dep, []).append(sid)
-        waiting[sid] = n
-    queue = [sid for sid, n in waiting.items() if n == 0]
-    seen = 0
-    while queue:
-        sid = queue.pop()
-        seen += 1
-        for child in children.get(sid, ()):
-            waiting[child] -= 1
-            if waiting[child] == 0:
-                queue.append(child)
-    return seen == len(own)
-
-
 def validate_steps(
     steps: Sequence[StepLike],
     *,
@@ -213,7 +183,7 @@ def validate_steps(
                     f"step {q(step.id)} uses subagent '{step.subagent}' which is not allowed "
                     f"(allowed: {_listing(sorted(allowed))})"
                 )
-    cycle = None if _batch_acyclic(own, existing) else find_cycle(_MergedDeps(own, existing), roots=list(own))
+    cycle = find_cycle(_MergedDeps(own, existing), roots=list(own))
     if cycle is not None:
         # Start the loop at its earliest step of the batch, so the same plan always gives the same message.
         ring = cycle[:-1]
@@ -270,7 +240,21 @@ def _as_node(step: StepLike, iteration: int) -> PlanStep:
             update={"depends_on": list(dict.fromkeys(step.depends_on)), "tools": list(step.tools)}
         )
     # Validating a plain dict (pydantic-core) measured faster than model_construct, and stays checked.
-    fields = {**step.__dict__, "depends_on": list(dict.fromkeys(step.depends_on)), "iteration": iteration}
+    # Fields left at their defaults are not passed: fewer to validate, and a smaller node (its set of
+    # explicitly given fields is the largest part of it after the field values).
+    fields: dict[str, Any] = {"id": step.id, "description": step.description}
+    if step.depends_on:
+        fields["depends_on"] = list(dict.fromkeys(step.depends_on))
+    if step.tools:
+        fields["tools"] = step.tools
+    if step.subagent is not None:
+        fields["subagent"] = step.subagent
+    if step.expected_output:
+        fields["expected_output"] = step.expected_output
+    if step.execution_hint != "auto":
+        fields["execution_hint"] = step.execution_hint
+    if iteration:
+        fields["iteration"] = iteration
     return PlanStep.model_validate(fields)
 
 

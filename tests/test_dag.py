@@ -330,3 +330,20 @@ def test_from_dict_rejects_a_ready_list_that_contradicts_the_graph() -> None:
 def test_unknown_node_lookup_names_the_id() -> None:
     with pytest.raises(KeyError, match="no step 'zz'"):
         PlanDAG([act("a")]).node("zz")
+
+
+def test_added_nodes_copy_every_field_of_the_action_and_share_no_lists() -> None:
+    step = StepAction(
+        id="a",
+        description="d",
+        tools=["t"],
+        subagent="sub",
+        expected_output="out",
+        depends_on=[],
+        execution_hint="subagent",
+    )
+    (node,) = PlanDAG().add([step], iteration=3)
+    assert node.to_action() == step and node.iteration == 3 and node.status == "pending"
+    assert node.tools is not step.tools and node.depends_on is not step.depends_on
+    (plain,) = PlanDAG().add([StepAction(id="b", description="e", depends_on=[])])
+    assert plain == PlanStep(id="b", description="e")
