@@ -420,10 +420,16 @@ class PlanDAG:
 
     def complete(self, step_id: str, result: StepResult) -> list[str]:
         """Mark a node completed; returns the ids that became ready because of it."""
-        node = self._runnable(step_id, "complete")
-        _settle(node, "completed", result)
+        return self._complete_runnable(self._runnable(step_id, "complete"), result)
+
+    def _complete_runnable(self, node: PlanStep, result: StepResult) -> list[str]:
+        """``complete`` for a node the caller has already checked is runnable (pending or in progress,
+        every dependency completed): a batch of outcomes is checked whole before any is recorded."""
         ready, unmet, nodes = self._ready, self._unmet, self.nodes
-        ready.pop(step_id, None)
+        step_id = node.id
+        if node.status == "pending":
+            del ready[step_id]
+        _settle(node, "completed", result)
         self._unfinished -= 1
         became_ready = []
         for child in self._children[step_id]:

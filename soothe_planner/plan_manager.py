@@ -313,8 +313,8 @@ class PlanManager:
         synthetic: list[StepResult] = []
         policy = self.failure_policy
         for r in todo:
-            if r.success:
-                dag.complete(r.step_id, r)
+            if r.success:  # checked above: pending or in progress, every dependency completed
+                dag._complete_runnable(nodes[r.step_id], r)
             elif policy.mode == "retry" and nodes[r.step_id].attempts + 1 <= policy.max_retries:
                 dag.retry(r.step_id, r)
             else:
