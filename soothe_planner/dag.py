@@ -144,12 +144,16 @@ def validate_steps(
                 "(give the new step a fresh id; only pending steps may be refreshed)"
             )
     allowed = None if allowed_capabilities is None else set(allowed_capabilities)
+    # When every dependency names an earlier step of the batch (how plans are usually written), the
+    # batch order is a topological order: no rule about dependencies can fire and there is no cycle.
+    all_earlier = True
     for step in own.values():
         deps = step.depends_on
-        # The common case, dependencies on other steps of the batch only, breaks none of these rules.
-        inside = step.id not in deps and all(d in own for d in deps)
+        pos = first_pos[step.id]
+        earlier = all(first_pos.get(d, pos) < pos for d in deps)
+        all_earlier = all_earlier and earlier
         pending = step.status == "pending" if isinstance(step, PlanStep) else True
-        for dep in () if inside else dict.fromkeys(deps):
+        for dep in () if earlier else dict.fromkeys(deps):
             if dep == step.id:
                 errors.append(f"step {q(step.id)} depends on itself (remove {q(dep)} from its depends_on)")
             elif dep in own:
@@ -183,7 +187,7 @@ def validate_steps(
                     f"step {q(step.id)} uses subagent '{step.subagent}' which is not allowed "
                     f"(allowed: {_listing(sorted(allowed))})"
                 )
-    cycle = find_cycle(_MergedDeps(own, existing), roots=list(own))
+    cycle = None if all_earlier else find_cycle(_MergedDeps(own, existing), roots=list(own))
     if cycle is not None:
         # Start the loop at its earliest step of the batch, so the same plan always gives the same message.
         ring = cycle[:-1]

@@ -347,3 +347,11 @@ def test_added_nodes_copy_every_field_of_the_action_and_share_no_lists() -> None
     assert node.tools is not step.tools and node.depends_on is not step.depends_on
     (plain,) = PlanDAG().add([StepAction(id="b", description="e", depends_on=[])])
     assert plain == PlanStep(id="b", description="e")
+
+
+def test_validate_accepts_dependencies_listed_after_their_dependents() -> None:
+    assert validate_steps([act("c", "b", "a"), act("b", "a"), act("a")]) == []
+    errors = validate_steps([act("c", "b"), act("b", "a"), act("a", "c")])
+    assert errors == [
+        "cycle: c -> b -> a -> c (each step depends on the next; remove one of these dependencies)"
+    ]
