@@ -272,7 +272,7 @@ class PlanDAG:
 
     def __init__(self, steps: Sequence[StepLike] = ()) -> None:
         self.nodes: dict[str, PlanStep] = {}
-        self._children: dict[str, dict[str, None]] = {}
+        self._children: dict[str, list[str]] = {}  # dependents, in the order they were linked
         self._unmet: dict[str, int] = {}
         self._ready: dict[str, None] = {}
         self._unfinished = 0
@@ -320,14 +320,14 @@ class PlanDAG:
             if adopt:  # a repeated dependency would be counted twice as unmet and never released
                 node.depends_on = list(dict.fromkeys(node.depends_on))
             nodes[node.id] = node
-            children[node.id] = {}
+            children[node.id] = []
         self._unfinished += sum(1 for node in added if node.status not in FINISHED_STATUSES)
         unmet_of, ready = self._unmet, self._ready
         for node in added:  # _link, inlined: this loop runs once per step of every plan
             sid = node.id
             unmet = 0
             for dep in node.depends_on:
-                children[dep][sid] = None
+                children[dep].append(sid)
                 if nodes[dep].status != "completed":
                     unmet += 1
             unmet_of[sid] = unmet
@@ -338,7 +338,7 @@ class PlanDAG:
     def _link(self, node: PlanStep) -> None:
         unmet = 0
         for dep in node.depends_on:
-            self._children[dep][node.id] = None
+            self._children[dep].append(node.id)
             if self.nodes[dep].status != "completed":
                 unmet += 1
         self._unmet[node.id] = unmet
@@ -353,7 +353,9 @@ class PlanDAG:
                 [f"step '{node.id}' is {node.status} and cannot be refreshed (only pending steps can)"]
             )
         for dep in node.depends_on:
-            self._children[dep].pop(node.id, None)
+            dependents = self._children[dep]
+            if node.id in dependents:
+                dependents.remove(node.id)
         node.description = step.description
         node.depends_on = list(dict.fromkeys(step.depends_on))
         node.tools = list(step.tools)
