@@ -355,3 +355,17 @@ def test_validate_accepts_dependencies_listed_after_their_dependents() -> None:
     assert errors == [
         "cycle: c -> b -> a -> c (each step depends on the next; remove one of these dependencies)"
     ]
+
+
+def test_state_changes_read_back_like_plain_assignment() -> None:
+    dag = PlanDAG([act("a"), act("b", "a")])
+    assert dag.waiting_count("a") == 0 and dag.waiting_count("b") == 1
+    dag.mark_in_progress("a")
+    result = StepResult(step_id="a", success=True, output="ok")
+    assert dag.complete("a", result) == ["b"]
+    node = dag.node("a")
+    expected = PlanStep(id="a", description="do a")
+    expected.status, expected.result, expected.attempts = "completed", result, 1
+    assert node == expected and node.model_fields_set >= {"status", "result", "attempts"}
+    assert dag.waiting_count("b") == 0
+    assert PlanStep.model_validate(node.model_dump(mode="json")) == node
