@@ -35,6 +35,7 @@ from soothe_planner import _plan_render
 from soothe_planner.dag import PlanDAG, validate_steps
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
+    FINISHED_STATUSES,
     AgentDecision,
     ExecutionMode,
     FailurePolicy,
@@ -265,57 +266,59 @@ class PlanManager:
         dependencies had not completed is a ``PlanValidationError`` and nothing is recorded.
         Identical repeats are ignored (a replayed batch is harmless).
         """
-        nodes = self.dag.nodes
+        dag = self.dag
+        nodes = dag.nodes
         errors: list[str] = []
         batch: dict[str, StepResult] = {}
         completes: set[str] = set()
         todo: list[StepResult] = []
         for r in results:
-            node = nodes.get(r.step_id)
+            sid = r.step_id
+            node = nodes.get(sid)
             if node is None:
                 errors.append(
-                    f"result for unknown step '{r.step_id}' (plan steps: {', '.join(islice(nodes, 8)) or 'none'}"
+                    f"result for unknown step '{sid}' (plan steps: {', '.join(islice(nodes, 8)) or 'none'}"
                     f"{', …' if len(nodes) > 8 else ''}; results must name a step of this plan)"
                 )
                 continue
-            if r.step_id in batch:
-                if batch[r.step_id] != r:
+            if sid in batch:
+                if batch[sid] != r:
                     errors.append(
-                        f"two different results for step '{r.step_id}' in one batch (record one outcome per step)"
+                        f"two different results for step '{sid}' in one batch (record one outcome per step)"
                     )
                 continue
-            batch[r.step_id] = r
-            if node.finished:
+            batch[sid] = r
+            if node.status in FINISHED_STATUSES:
                 if node.result != r:
                     errors.append(
-                        f"step '{r.step_id}' is already {node.status}; a different result for it was rejected "
+                        f"step '{sid}' is already {node.status}; a different result for it was rejected "
                         "(no double completion: plan a new step to redo the work)"
                     )
                 continue
-            waiting = [
-                dep for dep in node.depends_on if nodes[dep].status != "completed" and dep not in completes
-            ]
-            if waiting:
-                errors.append(
-                    f"result for step '{r.step_id}' arrived before its dependencies completed: "
-                    f"{', '.join(waiting)} (run steps from ready_steps())"
-                )
-                continue
+            if dag.waiting_count(sid):  # zero, the common case, means every dependency completed
+                waiting = [
+                    d for d in node.depends_on if nodes[d].status != "completed" and d not in completes
+                ]
+                if waiting:
+                    errors.append(
+                        f"result for step '{sid}' arrived before its dependencies completed: "
+                        f"{', '.join(waiting)} (run steps from ready_steps())"
+                    )
+                    continue
             if r.success:
-                completes.add(r.step_id)
+                completes.add(sid)
             todo.append(r)
         if errors:
             raise PlanValidationError(errors, what="step outcomes")
         synthetic: list[StepResult] = []
         policy = self.failure_policy
         for r in todo:
-            node = nodes[r.step_id]
-            if r.success:
-                self.dag.complete(r.step_id, r)
-            elif policy.mode == "retry" and node.attempts + 1 <= policy.max_retries:
-                self.dag.retry(r.step_id, r)
+            if r.success:  # checked above: pending or in progress, every dependency completed
+                dag._complete_runnable(nodes[r.step_id], r)
+            elif policy.mode == "retry" and nodes[r.step_id].attempts + 1 <= policy.max_retries:
+                dag.retry(r.step_id, r)
             else:
-                for sid in self.dag.fail(r.step_id, r):
+                for sid in dag.fail(r.step_id, r):
                     blocked = nodes[sid].result
                     assert blocked is not None
                     synthetic.append(blocked)

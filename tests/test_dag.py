@@ -139,6 +139,16 @@ def test_validate_finds_a_cycle_through_a_refreshed_existing_node() -> None:
     assert len(errors) == 1 and errors[0].startswith("cycle: s1 -> s2 -> s1")
 
 
+def test_validate_finds_a_cycle_among_new_steps_that_also_use_existing_ones() -> None:
+    existing = {"s1": PlanStep(id="s1", description="x", status="completed")}
+    steps = [act("a", "s1", "c"), act("b", "a"), act("c", "b"), act("d", "s1")]
+    errors = validate_steps(steps, existing=existing)
+    assert errors == [
+        "cycle: a -> c -> b -> a (each step depends on the next; remove one of these dependencies)"
+    ]
+    assert validate_steps([act("a", "s1"), act("b", "a"), act("c", "b", "s1")], existing=existing) == []
+
+
 def test_validate_rejects_reusing_a_finished_id() -> None:
     existing = {"s1": PlanStep(id="s1", description="x", status="completed")}
     (error,) = validate_steps([act("s1")], existing=existing)
@@ -320,3 +330,42 @@ def test_from_dict_rejects_a_ready_list_that_contradicts_the_graph() -> None:
 def test_unknown_node_lookup_names_the_id() -> None:
     with pytest.raises(KeyError, match="no step 'zz'"):
         PlanDAG([act("a")]).node("zz")
+
+
+def test_added_nodes_copy_every_field_of_the_action_and_share_no_lists() -> None:
+    step = StepAction(
+        id="a",
+        description="d",
+        tools=["t"],
+        subagent="sub",
+        expected_output="out",
+        depends_on=[],
+        execution_hint="subagent",
+    )
+    (node,) = PlanDAG().add([step], iteration=3)
+    assert node.to_action() == step and node.iteration == 3 and node.status == "pending"
+    assert node.tools is not step.tools and node.depends_on is not step.depends_on
+    (plain,) = PlanDAG().add([StepAction(id="b", description="e", depends_on=[])])
+    assert plain == PlanStep(id="b", description="e")
+
+
+def test_validate_accepts_dependencies_listed_after_their_dependents() -> None:
+    assert validate_steps([act("c", "b", "a"), act("b", "a"), act("a")]) == []
+    errors = validate_steps([act("c", "b"), act("b", "a"), act("a", "c")])
+    assert errors == [
+        "cycle: c -> b -> a -> c (each step depends on the next; remove one of these dependencies)"
+    ]
+
+
+def test_state_changes_read_back_like_plain_assignment() -> None:
+    dag = PlanDAG([act("a"), act("b", "a")])
+    assert dag.waiting_count("a") == 0 and dag.waiting_count("b") == 1
+    dag.mark_in_progress("a")
+    result = StepResult(step_id="a", success=True, output="ok")
+    assert dag.complete("a", result) == ["b"]
+    node = dag.node("a")
+    expected = PlanStep(id="a", description="do a")
+    expected.status, expected.result, expected.attempts = "completed", result, 1
+    assert node == expected and node.model_fields_set >= {"status", "result", "attempts"}
+    assert dag.waiting_count("b") == 0
+    assert PlanStep.model_validate(node.model_dump(mode="json")) == node
