@@ -129,6 +129,33 @@ def _text_in_error(exc: Exception) -> str:
     return ""
 
 
+def _precompute_tracing_schema(runnable: Any) -> None:
+    """Give the binding's tracing metadata the JSON schema instead of the pydantic class.
+
+    ``with_structured_output`` binds ``ls_structured_output_format={"schema": <class>, ...}``, and
+    LangChain turns that class into a JSON schema again on every call, only to attach it to trace
+    metadata (several ms a call for a plan schema). The schema of a class never changes, so it is
+    converted once here; LangChain's per-call conversion of an already-converted schema is cheap.
+    Only the layout ``with_structured_output(include_raw=True)`` builds is touched (a sequence
+    whose first step maps ``raw`` to the bound model); anything else is left exactly as it is.
+    """
+    from langchain_core.utils.function_calling import convert_to_json_schema
+
+    first = getattr(runnable, "first", None)
+    bound = getattr(first, "steps__", {}).get("raw") if first is not None else None
+    kwargs = getattr(bound, "kwargs", None)
+    if not isinstance(kwargs, dict):
+        return
+    fmt = kwargs.get("ls_structured_output_format")
+    if not isinstance(fmt, dict) or not (isinstance(fmt.get("schema"), type) and issubclass(fmt["schema"], BaseModel)):
+        return
+    try:
+        schema = convert_to_json_schema(fmt["schema"])
+    except ValueError:  # LangChain would have dropped the metadata on this error too
+        return
+    kwargs["ls_structured_output_format"] = {**fmt, "schema": schema}
+
+
 @dataclass
 class Tally:
     """LLM calls made on behalf of one public operation (``PlanResult.llm_calls``)."""
@@ -189,6 +216,7 @@ class Caller:
         if hit is not None and hit[0] is model:
             return hit[1]
         runnable = model.with_structured_output(schema, method=method, include_raw=True)
+        _precompute_tracing_schema(runnable)
         if len(self._bound) >= _MAX_BOUND:  # many short-lived models through one planner: start over
             self._bound.clear()
         self._bound[key] = (model, runnable)

@@ -85,7 +85,7 @@ JSON scanner in ``_json_repair.py``; both are private parts of this parser.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
@@ -104,7 +104,7 @@ from soothe_planner._plan_steps import (
 from soothe_planner.errors import PlanParseError
 from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
 
-__all__ = ["ParsedDecision", "parse_decision", "parse_object"]
+__all__ = ["ParsedDecision", "parse_decision", "parse_object", "read_decision"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -339,6 +339,32 @@ def parse_decision(
     ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
     """
     head, raw_steps, warnings = _locate_plan(text)
+    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids)
+
+
+def read_decision(
+    data: Mapping[str, Any],
+    *,
+    known_capabilities: Collection[str] | None = None,
+    max_steps: int | None = None,
+    existing_ids: Collection[str] = (),
+) -> ParsedDecision:
+    """A plan that is already JSON (a structured answer): the same fields and rules as
+    ``parse_decision``, without looking for it in text."""
+    text = json.dumps(data, ensure_ascii=False, default=str)  # what errors quote
+    head, raw_steps, warnings = _unwrap(dict(data), {}, [], text)
+    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids)
+
+
+def _decision(
+    head: dict[str, Any],
+    raw_steps: list[Any] | None,
+    warnings: list[str],
+    text: str,
+    known_capabilities: Collection[str] | None,
+    max_steps: int | None,
+    existing_ids: Collection[str],
+) -> ParsedDecision:
     has_steps = bool(raw_steps)
     action, mode, next_action, reasoning = _plan_fields(head, raw_steps is not None, warnings, text)
     if action == "keep":

@@ -62,7 +62,7 @@ from soothe_planner.models import (
     StatusAssessment,
     StepResult,
 )
-from soothe_planner.parsing import parse_decision, parse_object
+from soothe_planner.parsing import parse_decision, parse_object, read_decision
 from soothe_planner.plan_manager import PlanManager
 from soothe_planner.prompts import escape_data, phases
 from soothe_planner.reflection import deterministic_reflection
@@ -365,13 +365,15 @@ class LLMPlanner:
         instead of spending a re-ask on it; what the rules refuse (duplicate ids, cycles, a plan
         over the cap) is still refused.
         """
-        read_text = self._text_parser(context, max_steps, pm)
+        names = context.capability_names() or None
+        existing = frozenset(n.id for n in pm.nodes) if pm is not None else frozenset()
 
         def read(obj: BaseModel) -> _Generated:
             assert isinstance(obj, GeneratePlan)
             if obj.plan_action != "new":
                 return _Generated(obj.plan_action, None, obj.next_action)
-            return read_text(obj.model_dump_json())
+            pd = read_decision(obj.model_dump(), known_capabilities=names, max_steps=max_steps, existing_ids=existing)
+            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
 
         return read
 

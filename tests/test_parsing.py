@@ -288,3 +288,33 @@ def test_real_small_answers_read_as_labelled(case: dict[str, Any]) -> None:
 def test_parse_object_reads_a_percentage_as_a_fraction() -> None:
     obj, _ = parse_object('{"status": "continue", "goal_progress": "40 %"}', AssessStatus)
     assert obj.goal_progress == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"plan_action": "new", "steps": [{"id": "a", "description": "x", "depends_on": ["zz", "read_file"]}]},
+        {"plan_action": "new", "steps": [{"id": "a", "description": "x", "tools": ["rm"]},
+                                         {"id": "b", "description": "y", "tools": ["read_file"], "depends_on": ["a"]}]},
+        {"plan": {"steps": {"s1": {"description": "x"}, "s2": {"description": "y", "depends_on": ["s1"]}}}},
+        {"plan_action": "new", "execution_mode": "Parallel", "steps": [{"id": "a", "description": "x", "depends_on": ["old"]}]},
+        {"plan_action": "keep", "steps": []},
+    ],
+)
+def test_reading_a_parsed_plan_matches_parsing_its_text(data: dict[str, Any]) -> None:
+    from soothe_planner.parsing import read_decision
+
+    kw: dict[str, Any] = {"known_capabilities": ["read_file"], "max_steps": 5, "existing_ids": {"old"}}
+    read, parsed = read_decision(data, **kw), parse_decision(json.dumps(data), **kw)
+    assert (read.plan_action, read.decision, read.warnings) == (parsed.plan_action, parsed.decision, parsed.warnings)
+
+
+def test_reading_a_parsed_plan_refuses_what_the_rules_refuse() -> None:
+    from soothe_planner.parsing import read_decision
+
+    cyclic = {"plan_action": "new", "steps": [{"id": "a", "description": "x", "depends_on": ["b"]},
+                                              {"id": "b", "description": "y", "depends_on": ["a"]}]}
+    with pytest.raises(PlanParseError, match="cycle: a -> b -> a"):
+        read_decision(cyclic)
+    with pytest.raises(PlanParseError, match="over max_steps=1"):
+        read_decision({"steps": [{"id": "a", "description": "x"}, {"id": "b", "description": "y"}]}, max_steps=1)

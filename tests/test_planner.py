@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from typing import Any
 
 import httpx
@@ -658,3 +659,20 @@ async def test_create_plan_offers_the_model_no_keep(monkeypatch: pytest.MonkeyPa
     p, _model = planner(plan(step("s1")))
     await p.create_plan(GOAL, CTX)
     assert [s.model_json_schema()["properties"]["plan_action"].get("const") for s in schemas] == ["new"]
+
+
+@pytest.mark.parametrize("method", ["function_calling", "json_schema", "json_mode"])
+def test_the_bound_tracing_schema_is_converted_once_and_unchanged(method: str) -> None:
+    from langchain_core.utils.function_calling import convert_to_json_schema
+
+    from soothe_planner._calls import Caller
+    from soothe_planner.wire import generation_model
+
+    schema = generation_model(8)
+    caller = Caller(FAST, ConcurrencyController(ConcurrencyPolicy()), Counter())
+    runnable = caller.bound(ScriptedChatModel(responses=[]), schema, method)  # type: ignore[arg-type]
+    fmt = runnable.first.steps__["raw"].kwargs["ls_structured_output_format"]  # type: ignore[attr-defined]
+    # what LangChain attaches to traces on each call is what it derived from the class itself
+    assert fmt["schema"] == convert_to_json_schema(schema)
+    assert convert_to_json_schema(fmt["schema"]) == convert_to_json_schema(schema)
+    assert fmt["kwargs"]["method"] == method
