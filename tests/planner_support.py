@@ -1,0 +1,49 @@
+"""What the planner tests share: a goal, a context, reply builders and a scripted planner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
+from soothe_planner.plan_manager import PlanManager
+from soothe_planner.planner import LLMPlanner
+from soothe_planner.testing import ScriptedChatModel
+
+GOAL = "summarise the project's README"
+CTX = PlanContext(available_capabilities=["read_file", "search"], thread_id="t1")
+FAST = PlannerSettings(transport_backoff_s=0.0)
+
+
+def assess(status: str, progress: float = 0.5, summary: str = "evidence read") -> dict[str, Any]:
+    return {"status": status, "goal_progress": progress, "confidence": 0.8, "summary": summary}
+
+
+def plan(*steps: dict[str, Any], action: str = "new") -> dict[str, Any]:
+    return {
+        "plan_action": action,
+        "execution_mode": "dependency",
+        "next_action": "proceed",
+        "steps": list(steps),
+    }
+
+
+def step(sid: str, *deps: str, tools: tuple[str, ...] = ("read_file",)) -> dict[str, Any]:
+    return {"id": sid, "description": f"do {sid}", "depends_on": list(deps), "tools": list(tools)}
+
+
+def manager(*actions: StepAction) -> PlanManager:
+    pm = PlanManager(GOAL, allowed_capabilities=["read_file", "search"])
+    if actions:
+        pm.ingest(AgentDecision(steps=list(actions)), 0)
+    return pm
+
+
+def state(iteration: int = 1, **kw: Any) -> LoopState:
+    return LoopState(goal=GOAL, thread_id="t1", iteration=iteration, **kw)
+
+
+def planner(
+    *replies: Any, settings: PlannerSettings = FAST, **kw: Any
+) -> tuple[LLMPlanner, ScriptedChatModel]:
+    model = ScriptedChatModel(responses=list(replies))
+    return LLMPlanner(model, settings=settings, **kw), model
