@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+from soothe_planner._dag_validation import find_cycle
 from soothe_planner._json_repair import json_type
 from soothe_planner.errors import PlanParseError
 
@@ -19,7 +20,6 @@ __all__ = [
     "ID_KEYS",
     "apply_rules",
     "assign_ids",
-    "find_cycle",
     "fold_keys",
     "is_step_like",
     "norm_id",
@@ -174,30 +174,6 @@ def assign_ids(steps: list[dict[str, Any]], warnings: list[str]) -> set[str]:
     return {steps[i]["id"] for i in missing}
 
 
-def find_cycle(steps: list[dict[str, Any]]) -> list[str] | None:
-    """The first cycle met by a depth-first walk in plan order (iterative: plans come from models)."""
-    deps = {s["id"]: s["depends_on"] for s in steps}
-    state: dict[str, int] = {}  # 1 = on the walk's path, 2 = finished
-    for root in deps:
-        if root in state:
-            continue
-        path: list[str] = [root]
-        iters = [iter(deps[root])]
-        state[root] = 1
-        while path:
-            nxt = next(iters[-1], None)
-            if nxt is None:
-                state[path.pop()] = 2
-                iters.pop()
-            elif state.get(nxt) == 1:
-                return [*path[path.index(nxt) :], nxt]
-            elif nxt not in state:
-                state[nxt] = 1
-                path.append(nxt)
-                iters.append(iter(deps.get(nxt, ())))  # a step outside this plan is a leaf here
-    return None
-
-
 def apply_rules(
     steps: list[dict[str, Any]],
     known: Collection[str] | None,
@@ -255,7 +231,7 @@ def apply_rules(
             else:
                 clean.append(d)
         s["depends_on"] = clean
-    cycle = find_cycle(kept)
+    cycle = find_cycle({s["id"]: s["depends_on"] for s in kept})  # ids outside this plan are leaves
     if cycle:
         raise PlanParseError("cycle: " + " -> ".join(cycle) + " (a step cannot wait for itself)", text)
     return kept

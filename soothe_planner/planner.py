@@ -40,7 +40,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
@@ -62,7 +62,7 @@ from soothe_planner.models import (
     StatusAssessment,
     StepResult,
 )
-from soothe_planner.parsing import parse_decision, parse_object, read_decision
+from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
 from soothe_planner.plan_manager import PlanManager
 from soothe_planner.prompts import escape_data, phases
 from soothe_planner.reflection import deterministic_reflection
@@ -118,8 +118,7 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     ids = [r.step_id for r in phases.latest_results(state.step_results)
            if r.step_id in last and not r.success and r.error_type != "blocked"]
     if pm is not None:
-        known = {n.id: n for n in pm.nodes}
-        ids = [i for i in ids if i in known and known[i].status == "failed"]
+        ids = [i for i in ids if i in pm and pm.node(i).status == "failed"]
     return ids
 
 
@@ -344,9 +343,10 @@ class LLMPlanner:
                                    max_steps=max_steps, instruction=instruction)
         )
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
+        read, parse = self._readers(context, max_steps, pm)
         outcome = await self._caller.structured(
             self.model, generation_model(max_steps, allow_keep=allow_keep), prompt.messages(), phase=phase,
-            convert=self._wire_reader(context, max_steps, pm), parse_text=self._text_parser(context, max_steps, pm), validate=validate,
+            convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
         outcome.value.raw = outcome.raw_text
@@ -354,38 +354,36 @@ class LLMPlanner:
 
     # ------------------------------------------------------------------ generation helpers
 
-    def _wire_reader(
+    def _readers(
         self, context: PlanContext, max_steps: int, pm: PlanManager | None
-    ) -> Callable[[BaseModel], _Generated]:
-        """A structured answer gets the same repairs as a written one.
+    ) -> tuple[Callable[[BaseModel], _Generated], Callable[[str], _Generated]]:
+        """How a generation answer is read: (from a structured answer, from text).
 
-        Grammar-constrained output is well-formed but not always sound: small models list a tool
-        or a made-up name as a dependency, or name a tool outside the allow-list. Passing the
-        answer through the lenient parser's rules drops what those rules drop (with a warning)
-        instead of spending a re-ask on it; what the rules refuse (duplicate ids, cycles, a plan
-        over the cap) is still refused.
+        A structured answer gets the same repairs as a written one. Grammar-constrained output is
+        well-formed but not always sound: small models list a tool or a made-up name as a
+        dependency, or name a tool outside the allow-list. Both readers apply the lenient parser's
+        rules, so what those rules drop is dropped (with a warning) instead of spending a re-ask
+        on it; what the rules refuse (duplicate ids, cycles, a plan over the cap) is still refused.
         """
-        names = context.capability_names() or None
-        existing = frozenset(n.id for n in pm.nodes) if pm is not None else frozenset()
+        rules: dict[str, Any] = {
+            "known_capabilities": context.capability_names() or None,
+            "max_steps": max_steps,
+            "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+        }
+
+        def generated(pd: ParsedDecision) -> _Generated:
+            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
 
         def read(obj: BaseModel) -> _Generated:
             assert isinstance(obj, GeneratePlan)
             if obj.plan_action != "new":
                 return _Generated(obj.plan_action, None, obj.next_action)
-            pd = read_decision(obj.model_dump(), known_capabilities=names, max_steps=max_steps, existing_ids=existing)
-            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
-
-        return read
-
-    def _text_parser(self, context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], _Generated]:
-        names = context.capability_names() or None
-        existing = frozenset(n.id for n in pm.nodes) if pm is not None else frozenset()
+            return generated(read_decision(obj.model_dump(), **rules))
 
         def parse(text: str) -> _Generated:
-            pd = parse_decision(text, known_capabilities=names, max_steps=max_steps, existing_ids=existing)
-            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
+            return generated(parse_decision(text, **rules))
 
-        return parse
+        return read, parse
 
     def _decision_validator(
         self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
@@ -488,11 +486,10 @@ class LLMPlanner:
         prompt = self._prompt_checked(phases.revise_prompt(plan.goal, escape_plan(pm), reflection, context, self.settings))
         validate = self._decision_validator(plan.goal, context, pm, allow_keep=False, replace=True,
                                             max_steps=self.settings.max_plan_steps)
+        read, parse = self._readers(context, self.settings.max_plan_steps, pm)
         outcome = await self._caller.structured(
             self.model, generation_model(self.settings.max_plan_steps, allow_keep=False), prompt.messages(), phase="revise",
-            convert=self._wire_reader(context, self.settings.max_plan_steps, pm),
-            parse_text=self._text_parser(context, self.settings.max_plan_steps, pm),
-            validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
+            convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
         assert gen.decision is not None
