@@ -111,14 +111,7 @@ def bottom_levels(dag: RandomDag) -> list[float]:
 def path_lengths(dag: RandomDag) -> list[int]:
     """Each step's longest path to the end of the DAG in steps (itself included): the executor's
     priority, which cannot know durations in advance."""
-    children: list[list[int]] = [[] for _ in range(dag.n)]
-    for i, ds in enumerate(dag.deps):
-        for d in ds:
-            children[d].append(i)
-    length = [1] * dag.n
-    for i in reversed(range(dag.n)):
-        length[i] = 1 + max((length[c] for c in children[i]), default=0)
-    return length
+    return [round(x) for x in bottom_levels(with_costs(dag, [1.0] * dag.n))]
 
 
 def with_costs(dag: RandomDag, cost: list[float]) -> RandomDag:
