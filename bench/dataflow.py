@@ -94,9 +94,9 @@ async def run_ours(dag: RandomDag, limit: int | None, unit: float) -> _Run:
     from langchain_core.tools import StructuredTool
 
     from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+    from soothe_planner.dag.plan_manager import PlanManager
     from soothe_planner.execution import StepExecutor
     from soothe_planner.models import AgentDecision, StepAction
-    from soothe_planner.plan_manager import PlanManager
 
     probe = _Probe(dag.n)
 

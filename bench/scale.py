@@ -48,7 +48,7 @@ def _inputs(dag: RandomDag) -> tuple[Any, dict[str, StepResult]]:
 def _manager_walk(
     dag: RandomDag, inputs: tuple[Any, dict[str, StepResult]] | None = None
 ) -> tuple[float, float, Any]:
-    from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.dag.plan_manager import PlanManager
 
     decision, outcome = inputs or _inputs(dag)
     gc.collect()
@@ -166,9 +166,9 @@ async def _loop_iteration_times(iterations: int, n_steps: int) -> dict[str, Any]
     from langchain_core.tools import tool
 
     from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+    from soothe_planner.dag.plan_manager import PlanManager
     from soothe_planner.execution import StepExecutor
     from soothe_planner.models import LoopState, PlanContext, PlannerSettings
-    from soothe_planner.plan_manager import PlanManager
     from soothe_planner.planner import LLMPlanner
     from soothe_planner.testing import FunctionChatModel
 

@@ -48,7 +48,7 @@ _EXPORTS: dict[str, str] = {
     "ConcurrencyController": "concurrency",
     # the DAG
     "PlanDAG": "dag",
-    "PlanManager": "plan_manager",
+    "PlanManager": "dag",
     # the lenient parser
     "ParsedDecision": "parsing",
     "parse_decision": "parsing",
@@ -90,7 +90,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         resolve_loop_planner,
         resolve_planner,
     )
-    from soothe_planner.dag import PlanDAG
+    from soothe_planner.dag import PlanDAG, PlanManager
     from soothe_planner.errors import (
         ConfigError,
         ExecutionError,
@@ -123,6 +123,5 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         StepResult,
     )
     from soothe_planner.parsing import ParsedDecision, parse_decision
-    from soothe_planner.plan_manager import PlanManager
     from soothe_planner.planner import LLMPlanner
     from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol

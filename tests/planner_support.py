@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import ScriptedChatModel
 

@@ -9,10 +9,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 from loop_support import PhaseScript, assess, collect, kinds, plan, read_tool, step
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph.approval import canonical_json, parse_reply, render_decision, seal_digest
 from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
-from soothe_planner.plan_manager import PlanManager
 
 GOAL = "tidy the notes"
 

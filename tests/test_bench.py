@@ -33,8 +33,8 @@ def test_list_schedules_respect_the_lower_bound_and_its_extremes(seed: int) -> N
 
 
 def test_step_count_priority_is_the_longest_chain_in_steps_and_matches_the_executor() -> None:
+    from soothe_planner.dag.plan_manager import PlanManager
     from soothe_planner.execution.ordering import remaining_path_lengths
-    from soothe_planner.plan_manager import PlanManager
 
     dag = random_dag(40, layers=8, seed=3)
     pm = PlanManager("g", max_plan_steps=dag.n)

@@ -13,10 +13,10 @@ import pytest
 from langgraph.types import Command
 from loop_support import PhaseScript, assess, collect, plan, read_tool, step
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
 from soothe_planner.graph.persistence import Persistence, open_persistence
-from soothe_planner.plan_manager import PlanManager
 
 DSN_ENV = "SOOTHE_TEST_POSTGRES_DSN"
 

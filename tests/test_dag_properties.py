@@ -10,9 +10,9 @@ from itertools import pairwise
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.errors import PlanValidationError
 from soothe_planner.models import AgentDecision, StepAction, StepResult
-from soothe_planner.plan_manager import PlanManager
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 Graph = dict[str, list[str]]  # step id -> the ids it depends on

@@ -13,10 +13,10 @@ from langchain_core.tools import StructuredTool, tool
 from langgraph.store.memory import InMemoryStore
 
 from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.execution.references import BadReferenceError, render_task, resolve_references
 from soothe_planner.models import AgentDecision, StepAction, StepResult
-from soothe_planner.plan_manager import PlanManager
 
 HANG_GUARD_S = 10.0  # only guards against a hang; no assertion depends on time
 

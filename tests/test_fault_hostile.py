@@ -21,11 +21,11 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import StructuredTool, ToolException
 from langgraph.checkpoint.memory import InMemorySaver
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.errors import PlannerError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
 from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import FunctionChatModel, ScriptedCall
 from soothe_planner.tools import make_builtin_tools

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from soothe_planner.dag import validate_steps
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.errors import PlannerError
 from soothe_planner.models import Capability, LoopState, PlanContext, PlannerSettings
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import FunctionChatModel, ScriptedCall
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.graph.nodes import (
     PlannerNodes,
     route_after_assess,
@@ -22,7 +23,6 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import ScriptedChatModel
 

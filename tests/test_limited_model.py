@@ -19,13 +19,13 @@ from limits_support import GUARD_S
 from pydantic import BaseModel
 
 from soothe_planner.concurrency import (
-    ADMISSION_PER_LLM_SLOT,
     ConcurrencyController,
     ConcurrencyPolicy,
     limit_model,
 )
+from soothe_planner.concurrency.controller import ADMISSION_PER_LLM_SLOT
+from soothe_planner.concurrency.limited_model import is_limited, limiting_controllers, unwrap_model
 from soothe_planner.errors import ConfigError, LLMBudgetExceeded
-from soothe_planner.limited_model import is_limited, limiting_controllers, unwrap_model
 from soothe_planner.testing import FunctionChatModel, ScriptedCall, ScriptedChatModel
 
 

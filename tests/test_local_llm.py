@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from soothe_planner import local_llm
 from soothe_planner.errors import ConfigError, ModelIntegrityError
-from soothe_planner.local_llm import (
+from soothe_planner.local import embedded as local_llm
+from soothe_planner.local.embedded import (
     MODEL_ALIAS,
     MODEL_SHA256,
     MODEL_SIZE,
@@ -244,7 +244,7 @@ def test_server_dies_when_its_parent_is_killed(fake_server: tuple[list[str], Pat
         [
             sys.executable,
             "-c",
-            "import sys, time\nfrom pathlib import Path\nfrom soothe_planner.local_llm import LocalModelServer\n"
+            "import sys, time\nfrom pathlib import Path\nfrom soothe_planner.local.embedded import LocalModelServer\n"
             f"s = LocalModelServer(Path('m.gguf'), command={command!r}, startup_timeout_s=30)\n"
             "s.start()\nprint('ready', flush=True)\ntime.sleep(600)\n",
         ],
@@ -269,7 +269,7 @@ def test_reusing_a_running_server_starts_nothing(monkeypatch: pytest.MonkeyPatch
 
 def test_launcher_turns_off_extra_buffer_types(monkeypatch: pytest.MonkeyPatch) -> None:
     bindings = pytest.importorskip("llama_cpp.llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
-    from soothe_planner._llama_server import disable_extra_buffer_types
+    from soothe_planner.local.launcher import disable_extra_buffer_types
 
     monkeypatch.setattr(bindings, "llama_model_default_params", bindings.llama_model_default_params)
     assert bindings.llama_model_default_params().use_extra_bufts is True

@@ -21,10 +21,10 @@ from loop_support import (
 )
 
 from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph.loop import NODES_PER_ITERATION, build_strange_loop, goal_input, run_config
 from soothe_planner.models import PlanResult
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.testing import FunctionChatModel, ScriptedCall
 
 GOAL = "collect the facts"

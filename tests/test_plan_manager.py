@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
     AgentDecision,
@@ -19,7 +20,6 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.wire import STEP_ID_PATTERN
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from planner_support import CTX, FAST, GOAL, assess, manager, plan, planner, state, step
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -15,7 +16,6 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol
 from soothe_planner.testing import ScriptedChatModel

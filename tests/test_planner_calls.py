@@ -12,7 +12,6 @@ import pytest
 from langchain_openai import ChatOpenAI
 from planner_support import CTX, FAST, GOAL, assess, manager, plan, planner, state, step
 
-from soothe_planner._calls import is_transport_error, resolve_method
 from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
 from soothe_planner.errors import LLMBudgetExceeded, PlanGenerationError
 from soothe_planner.models import (
@@ -22,6 +21,7 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner.calls import is_transport_error, resolve_method
 from soothe_planner.testing import ScriptedCall, ScriptedChatModel
 
 
@@ -277,7 +277,7 @@ async def test_create_plan_offers_the_model_no_keep(monkeypatch: pytest.MonkeyPa
 def test_the_bound_tracing_schema_is_converted_once_and_unchanged(method: str) -> None:
     from langchain_core.utils.function_calling import convert_to_json_schema
 
-    from soothe_planner._calls import Caller
+    from soothe_planner.planner.calls import Caller
     from soothe_planner.wire import generation_model
 
     schema = generation_model(8)

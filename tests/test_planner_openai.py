@@ -14,6 +14,7 @@ import httpx
 import pytest
 from langchain_openai import ChatOpenAI
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -23,7 +24,6 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
 from soothe_planner.planner import LLMPlanner
 
 GOAL = "count the words of README.md"

@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.models import (
     AgentDecision,
     Capability,
@@ -19,8 +20,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
-from soothe_planner.prompts import (
+from soothe_planner.planner.prompts import (
     TRIM_FLOOR,
     build,
     escape_data,

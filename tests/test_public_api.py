@@ -89,3 +89,27 @@ def test_importing_the_package_does_not_import_langgraph() -> None:
     code = "import sys, soothe_planner; print('langgraph' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_moved_module_paths_still_import_with_a_deprecation_warning() -> None:
+    import importlib
+    import warnings
+
+    from soothe_planner.concurrency import limit_model
+    from soothe_planner.dag import PlanManager
+    from soothe_planner.local import local_chat_model
+    from soothe_planner.planner import deterministic_reflection
+
+    moved = {
+        "soothe_planner.plan_manager": ("PlanManager", PlanManager),
+        "soothe_planner.limited_model": ("limit_model", limit_model),
+        "soothe_planner.local_llm": ("local_chat_model", local_chat_model),
+        "soothe_planner.reflection": ("deterministic_reflection", deterministic_reflection),
+    }
+    for path, (name, value) in moved.items():
+        sys.modules.pop(path, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(path)
+        assert getattr(module, name) is value, path
+        assert any(issubclass(w.category, DeprecationWarning) and path in str(w.message) for w in caught), path

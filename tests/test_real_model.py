@@ -27,7 +27,7 @@ GOAL = "Find the TODO lines in the workspace and summarise them"
 def _skip_reason() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed (pip install 'soothe-planner[local]')"
-    from soothe_planner.local_llm import part_files
+    from soothe_planner.local.embedded import part_files
 
     try:
         part_files()
@@ -41,7 +41,7 @@ def local_server() -> Iterator[str]:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from soothe_planner.local_llm import LocalModelServer
+    from soothe_planner.local.embedded import LocalModelServer
 
     with LocalModelServer() as server:
         yield server.base_url
@@ -58,12 +58,12 @@ def use_server(local_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
 async def test_embedded_model_plans_a_goal_into_a_valid_dag(use_server: str) -> None:
     from soothe_planner.config import load_config, resolve_run
     from soothe_planner.dag import validate_steps
-    from soothe_planner.graph.loop import planning_context
+    from soothe_planner.graph.loop import offered_context
     from soothe_planner.models import PlanContext
 
     config = load_config(ROOT / "config" / "ci.yaml")
     run = resolve_run(config)
-    context = planning_context(run.executor, PlanContext(workspace=str(config.execution.workspace)))
+    context = offered_context(run.executor, PlanContext(workspace=str(config.execution.workspace)))
     plan = await run.planner.create_plan(GOAL, context)
     assert 1 <= len(plan.steps) <= config.planner.max_plan_steps
     allowed = {c.name for c in context.available_capabilities}

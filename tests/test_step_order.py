@@ -9,10 +9,10 @@ import pytest
 from langchain_core.tools import StructuredTool
 
 from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.execution.ordering import StepOrder, remaining_path_lengths
 from soothe_planner.models import AgentDecision, PlanStep, StepAction, StepResult
-from soothe_planner.plan_manager import PlanManager
 
 HANG_GUARD_S = 10.0  # only guards against a hang; no assertion depends on time
 

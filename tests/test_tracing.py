@@ -109,7 +109,7 @@ def test_disabled_tracing_is_a_no_op_with_no_client() -> None:
 
 
 def test_enabled_without_keys_is_a_no_op_that_says_so_once(caplog: pytest.LogCaptureFixture) -> None:
-    import soothe_planner.tracing as tracing
+    import soothe_planner.tracing.runs as tracing
 
     tracing._warned_missing_keys = False
     before = dict(LangfuseResourceManager._instances)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from soothe_planner.models import PlanStep
 
 if TYPE_CHECKING:
-    from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.dag import PlanManager
 
 __all__ = ["StepOrder", "remaining_path_lengths"]
 

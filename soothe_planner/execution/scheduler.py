@@ -72,7 +72,7 @@ if TYPE_CHECKING:
     from langgraph.store.base import BaseStore
 
     from soothe_planner.concurrency import ConcurrencyController
-    from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.dag import PlanManager
 
 __all__ = ["EventSink", "StepExecutor", "journal_key"]
 

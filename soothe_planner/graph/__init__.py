@@ -1,1 +1,61 @@
-"""LangGraph integration: the StrangeLoop graph and the planner's node functions."""
+"""LangGraph integration: the StrangeLoop graph, its node functions, approval and persistence.
+
+The front door of ``soothe_planner.graph``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.graph.approval import (
+    ApprovalReply,
+    canonical_json,
+    parse_reply,
+    render_decision,
+    seal_digest,
+)
+from soothe_planner.graph.loop import (
+    NODES_PER_ITERATION,
+    StrangeLoopState,
+    build_strange_loop,
+    goal_input,
+    offered_context,
+    recursion_limit_for,
+    run_config,
+)
+from soothe_planner.graph.nodes import (
+    PlannerNodes,
+    route_after_assess,
+    route_after_intake,
+    route_after_resolve,
+)
+from soothe_planner.graph.persistence import (
+    Persistence,
+    open_persistence,
+)
+from soothe_planner.graph.state import (
+    LoopGraphState,
+    RunStatus,
+)
+
+__all__ = [
+    "NODES_PER_ITERATION",
+    "ApprovalReply",
+    "LoopGraphState",
+    "Persistence",
+    "PlannerNodes",
+    "RunStatus",
+    "StrangeLoopState",
+    "build_strange_loop",
+    "canonical_json",
+    "goal_input",
+    "offered_context",
+    "open_persistence",
+    "parse_reply",
+    "recursion_limit_for",
+    "render_decision",
+    "route_after_assess",
+    "route_after_intake",
+    "route_after_resolve",
+    "run_config",
+    "seal_digest",
+]

@@ -43,6 +43,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import interrupt
 
 from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlannerError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph.approval import parse_reply, render_decision, seal_digest
@@ -55,13 +56,13 @@ from soothe_planner.graph.nodes import (
 )
 from soothe_planner.graph.state import LoopGraphState
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
-from soothe_planner.plan_manager import PlanManager
 
 __all__ = [
     "NODES_PER_ITERATION",
     "StrangeLoopState",
     "build_strange_loop",
     "goal_input",
+    "offered_context",
     "recursion_limit_for",
     "run_config",
 ]
@@ -129,7 +130,7 @@ def goal_input(
     return data
 
 
-def planning_context(executor: StepExecutor, base: PlanContext | None = None, *, plan_mode: bool = True) -> PlanContext:
+def offered_context(executor: StepExecutor, base: PlanContext | None = None, *, plan_mode: bool = True) -> PlanContext:
     """The context offered to the planner: read-only tools plus delegates in plan mode, else all."""
     base = base or PlanContext()
     caps = executor.capabilities(read_only_only=plan_mode)
@@ -171,7 +172,7 @@ def build_strange_loop(
     after validation (see ``approval.py``). Run with ``run_config(thread_id, max_iterations)``.
     """
     pol = policy or executor.controller.policy
-    ctx = planning_context(executor, context, plan_mode=plan_mode)
+    ctx = offered_context(executor, context, plan_mode=plan_mode)
     nodes = PlannerNodes(planner, context=ctx, synthesize=synthesize, failure_policy=failure_policy)
 
     async def intake(state: StrangeLoopState) -> dict[str, Any]:

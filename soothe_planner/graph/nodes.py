@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from soothe_planner._calls import counting_calls
+from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
 from soothe_planner.models import (
     AgentDecision,
@@ -34,10 +34,7 @@ from soothe_planner.models import (
     StatusAssessment,
     StepResult,
 )
-from soothe_planner.plan_manager import PlanManager
-from soothe_planner.planner import LLMPlanner
-from soothe_planner.prompts import render_results
-from soothe_planner.prompts.phases import latest_results
+from soothe_planner.planner import LLMPlanner, counting_calls, latest_results, render_results
 
 from .state import LoopGraphState
 

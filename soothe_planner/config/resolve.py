@@ -27,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import SecretStr
 
-from soothe_planner._providers import PROVIDERS, split_model_spec
+from soothe_planner.config.providers import PROVIDERS, split_model_spec
 from soothe_planner.errors import ConfigError
 from soothe_planner.tools import make_builtin_tools
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
     from soothe_planner.execution import StepExecutor
-    from soothe_planner.graph.persistence import Persistence
+    from soothe_planner.graph import Persistence
     from soothe_planner.planner import LLMPlanner
 
 __all__ = [
@@ -122,7 +122,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
     max_tokens = _max_tokens(config)
     temperature = config.models.temperature
     if kind == "local":
-        from soothe_planner.local_llm import local_chat_model
+        from soothe_planner.local import local_chat_model
 
         return local_chat_model(max_tokens=max_tokens, temperature=temperature)
     if kind == "scripted":
@@ -372,7 +372,7 @@ def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> Res
 @asynccontextmanager
 async def resolve_persistence(config: SootheConfig) -> AsyncIterator[Persistence]:
     """The configured checkpointer and step-journal store, opened as a pair for the ``async with`` block."""
-    from soothe_planner.graph.persistence import open_persistence
+    from soothe_planner.graph import open_persistence
 
     ck = config.checkpoint
     dsn = ck.dsn.get_secret_value() if ck.dsn else None

@@ -12,7 +12,7 @@ model), because LangChain runs sync model calls in worker threads; one limiter s
 What was weighed:
 
 - ``asyncio.Semaphore`` cannot be shared with threads and ``threading.Semaphore`` would block the
-  event loop, so ``_Slots`` is a lock-protected counter with one FIFO of waiters of both kinds
+  event loop, so ``Slots`` is a lock-protected counter with one FIFO of waiters of both kinds
   (futures woken with ``call_soon_threadsafe``, ``threading.Event`` for threads). A freed slot is
   handed straight to the oldest waiter, so the limit is fully used and nobody starves.
 - A waiter cancelled after it was handed a slot gives the slot back; otherwise one cancelled task
@@ -37,23 +37,22 @@ What was weighed:
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import threading
-from collections import deque
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
-from contextvars import ContextVar
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from soothe_planner.concurrency.limited_model import limit_model
+from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, Slots, reset_held
 from soothe_planner.errors import LLMBudgetExceeded
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
 
-__all__ = ["ConcurrencyController", "ConcurrencyPolicy", "StepParallelism", "limit_model"]
+__all__ = ["ConcurrencyController", "ConcurrencyPolicy", "StepParallelism"]
 
 StepParallelism = Literal["sequential", "dependency", "max"]
 
@@ -89,138 +88,6 @@ class ConcurrencyPolicy(BaseModel):
     )
 
 
-class _Waiter:
-    """One caller queued for a slot: an asyncio future or a thread's event."""
-
-    __slots__ = ("event", "future", "granted", "loop")
-
-    def __init__(
-        self,
-        *,
-        loop: asyncio.AbstractEventLoop | None = None,
-        future: asyncio.Future[None] | None = None,
-        event: threading.Event | None = None,
-    ) -> None:
-        self.loop = loop
-        self.future = future
-        self.event = event
-        # Set under the lock at hand-over time: the source of truth for "this waiter owns a slot",
-        # whether or not its future has been resolved yet.
-        self.granted = False
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-class _Slots:
-    """A counting limit shared by coroutines and threads (0 = unlimited), FIFO and hand-over."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._in_flight = 0
-        self._peak = 0
-        self._waiters: deque[_Waiter] = deque()
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    @property
-    def peak(self) -> int:
-        return self._peak
-
-    def reset_peak(self) -> None:
-        with self._lock:
-            self._peak = self._in_flight
-
-    def _take_locked(self) -> bool:
-        # Newcomers queue behind existing waiters, so a freed slot cannot be stolen from them.
-        if self._waiters or (self.limit and self._in_flight >= self.limit):
-            return False
-        self._in_flight += 1
-        self._peak = max(self._peak, self._in_flight)
-        return True
-
-    async def acquire(self) -> None:
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._take_locked():
-                return
-            waiter = _Waiter(loop=loop, future=loop.create_future())
-            self._waiters.append(waiter)
-        assert waiter.future is not None
-        try:
-            await waiter.future
-        except BaseException:
-            self._abandon(waiter)
-            raise
-
-    def acquire_sync(self) -> None:
-        with self._lock:
-            if self._take_locked():
-                return
-            waiter = _Waiter(event=threading.Event())
-            self._waiters.append(waiter)
-        assert waiter.event is not None
-        try:
-            waiter.event.wait()
-        except BaseException:
-            self._abandon(waiter)
-            raise
-
-    def _abandon(self, waiter: _Waiter) -> None:
-        """A waiter gave up (cancelled, interrupted): return its slot if it had been handed one."""
-        with self._lock:
-            granted = waiter.granted
-            if not granted:
-                self._waiters.remove(waiter)
-        if granted:
-            self.release()
-
-    def release(self) -> None:
-        with self._lock:
-            if not self._waiters:
-                self._in_flight -= 1
-                return
-            # Hand the slot over: in_flight stays the same, the next waiter now owns it.
-            waiter = self._waiters.popleft()
-            waiter.granted = True
-        if waiter.event is not None:
-            waiter.event.set()
-            return
-        assert waiter.loop is not None and waiter.future is not None
-        if waiter.loop is _running_loop():
-            # Same loop, same thread: wake it now; call_soon_threadsafe would cost a self-pipe
-            # write and one more loop round before the waiter runs.
-            _resolve(waiter.future)
-            return
-        try:
-            waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
-        except RuntimeError:
-            # Its event loop is closed: nobody will ever use this slot, pass it on.
-            self.release()
-
-    @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
-        await self.acquire()
-        try:
-            yield
-        finally:
-            self.release()
-
-
-# The controllers (by serial number) whose LLM slot the current context already holds.
-_HELD_LLM_SLOTS: ContextVar[frozenset[int]] = ContextVar("soothe_held_llm_slots", default=frozenset())
 _serials = itertools.count(1)
 
 
@@ -240,13 +107,13 @@ class ConcurrencyController:
             "dependency": self.policy.max_parallel_steps,
             "max": 0,
         }[self.policy.step_parallelism]
-        self._goals = _Slots(self.policy.max_parallel_goals)
-        self._steps = _Slots(step_limit)
-        self._subagents = _Slots(self.policy.max_parallel_subagents)
-        self._llm = _Slots(self.policy.global_max_llm_calls)
+        self._goals = Slots(self.policy.max_parallel_goals)
+        self._steps = Slots(step_limit)
+        self._subagents = Slots(self.policy.max_parallel_subagents)
+        self._llm = Slots(self.policy.global_max_llm_calls)
         # Pacing, not a limit: calls let into LangChain's per-call preparation while waiting for an
         # LLM slot (see ``admit_llm_call``).
-        self._admission = _Slots(ADMISSION_PER_LLM_SLOT * self.policy.global_max_llm_calls)
+        self._admission = Slots(ADMISSION_PER_LLM_SLOT * self.policy.global_max_llm_calls)
         self._budget_lock = threading.Lock()
         self._total_llm_calls = 0
         self._calls_by_phase: dict[str, int] = {}
@@ -280,7 +147,7 @@ class ConcurrencyController:
 
     def holds_llm_slot(self) -> bool:
         """Whether the current context already holds one of this controller's LLM slots."""
-        return self.serial in _HELD_LLM_SLOTS.get()
+        return self.serial in HELD_LLM_SLOTS.get()
 
     def _reserve(self, phase: str | None) -> None:
         """Count the call against the budget before it is made; raise if the budget is spent."""
@@ -343,7 +210,7 @@ class ConcurrencyController:
         waited for when the LLM calls are unlimited or the context already holds an LLM slot (a
         call made from inside another must not queue behind calls waiting for that slot).
         """
-        if not self._admission.limit or _HELD_LLM_SLOTS.get():
+        if not self._admission.limit or HELD_LLM_SLOTS.get():
             return False
         await self._admission.acquire()
         return True
@@ -362,11 +229,11 @@ class ConcurrencyController:
         if not await self.acquire_llm_slot(phase):
             yield
             return
-        token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {self.serial})
+        token = HELD_LLM_SLOTS.set(HELD_LLM_SLOTS.get() | {self.serial})
         try:
             yield
         finally:
-            _reset_held(token)
+            reset_held(token)
             self._llm.release()
 
     @contextmanager
@@ -375,21 +242,19 @@ class ConcurrencyController:
         if not self.acquire_llm_slot_sync(phase):
             yield
             return
-        token = _HELD_LLM_SLOTS.set(_HELD_LLM_SLOTS.get() | {self.serial})
+        token = HELD_LLM_SLOTS.set(HELD_LLM_SLOTS.get() | {self.serial})
         try:
             yield
         finally:
-            _reset_held(token)
+            reset_held(token)
             self._llm.release()
 
     def wrap_model(self, model: BaseChatModel) -> BaseChatModel:
         """Return a copy of ``model`` whose every call takes one of this controller's LLM slots.
 
-        See ``soothe_planner.limited_model`` for how, and why a subclass rather than a proxy.
+        See ``soothe_planner.concurrency.limited_model`` for how, and why a subclass rather than a proxy.
         """
-        from soothe_planner.limited_model import limit_model as _limit_model
-
-        return _limit_model(model, self)
+        return limit_model(model, self)
 
     # -- counters ------------------------------------------------------------------------------
 
@@ -454,15 +319,3 @@ class ConcurrencyController:
             "subagents_peak": self.peak_subagents,
             "goals_peak": self.peak_goals,
         }
-
-
-def _reset_held(token: Any) -> None:
-    # Exited in another context than it was entered in (an async generator finalised by the
-    # event loop): that context dies with it, nothing to restore.
-    with suppress(ValueError):
-        _HELD_LLM_SLOTS.reset(token)
-
-
-def limit_model(model: BaseChatModel, controller: ConcurrencyController) -> BaseChatModel:
-    """Function form of :meth:`ConcurrencyController.wrap_model`."""
-    return controller.wrap_model(model)

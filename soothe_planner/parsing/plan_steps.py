@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from soothe_planner._dag_validation import find_cycle
-from soothe_planner._json_repair import json_type
+from soothe_planner.dag import find_cycle
 from soothe_planner.errors import PlanParseError
+from soothe_planner.parsing.json_repair import json_type
 
 __all__ = [
     "ID_KEYS",

@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
 
-from soothe_planner._trace_handler import PHASE_KEY, make_handler
 from soothe_planner.errors import ConfigError
+from soothe_planner.tracing.handler import PHASE_KEY, make_handler
 
 if TYPE_CHECKING:
     from langfuse import Langfuse

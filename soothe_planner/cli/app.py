@@ -2,7 +2,7 @@
 
 Commands: ``run`` (the StrangeLoop, live), ``plan`` (plan only), ``validate`` (a config file),
 ``resume`` (a paused or killed run), ``show`` (a past run, read from the checkpointer alone: no
-model is started). The CLI holds no logic of its own; ``_render.py`` draws, the library decides.
+model is started). The CLI holds no logic of its own; ``terminal.py`` draws, the library decides.
 
 Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
 configuration error, 3 the run is paused waiting for plan approval (resume it with ``--approve``
@@ -53,7 +53,7 @@ def _context(config: Any) -> Any:
 
 
 def _graph(config: Any, resolved: Any, persistence: Any) -> Any:
-    from soothe_planner.graph.loop import build_strange_loop
+    from soothe_planner.graph import build_strange_loop
 
     return build_strange_loop(
         resolved.planner,
@@ -91,7 +91,7 @@ async def _drive(graph: Any, inp: Any, run_cfg: Any, view: Any, args: argparse.N
 
 
 def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: Any, args: argparse.Namespace) -> int:
-    from soothe_planner._render import render_report, report_dict
+    from soothe_planner.cli.terminal import render_report, report_dict
 
     console = _out(args)
     calls = resolved.controller.total_llm_calls if resolved is not None else None
@@ -139,9 +139,9 @@ async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
     from langgraph.errors import GraphRecursionError
     from langgraph.types import Command
 
-    from soothe_planner._render import RunView
+    from soothe_planner.cli.terminal import RunView
     from soothe_planner.config import load_config, resolve_persistence, resolve_run
-    from soothe_planner.graph.loop import goal_input, run_config
+    from soothe_planner.graph import goal_input, run_config
     from soothe_planner.tracing import trace_run
 
     config = load_config(args.config)
@@ -214,13 +214,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 async def _plan(args: argparse.Namespace) -> int:
-    from soothe_planner._render import plan_json, plan_mermaid, plan_table
+    from soothe_planner.cli.terminal import plan_json, plan_mermaid, plan_table
     from soothe_planner.config import load_config, resolve_run
-    from soothe_planner.graph.loop import planning_context
+    from soothe_planner.graph import offered_context
 
     config = load_config(args.config)
     resolved = resolve_run(config)
-    context = planning_context(resolved.executor, _context(config), plan_mode=True)
+    context = offered_context(resolved.executor, _context(config), plan_mode=True)
     plan = await resolved.planner.create_plan(args.goal, context)
     fmt = "json" if args.json else args.format
     if fmt == "json":
@@ -237,7 +237,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from soothe_planner._render import report_dict
+    from soothe_planner.cli.terminal import report_dict
     from soothe_planner.config import load_config, resolve_checkpointer
 
     config = load_config(args.config)
@@ -249,11 +249,11 @@ async def _show(args: argparse.Namespace) -> int:
     if args.json or args.format == "json":
         print(json.dumps(report_dict(values, thread_id=args.thread), indent=2, default=str))
     elif args.format == "mermaid":
-        from soothe_planner.plan_manager import PlanManager
+        from soothe_planner.dag import PlanManager
 
         print(PlanManager.from_dict(values["plan_manager"]).to_mermaid() if values.get("plan_manager") else "")
     else:
-        from soothe_planner._render import render_report
+        from soothe_planner.cli.terminal import render_report
 
         render_report(_out(args), values, thread_id=args.thread)
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
@@ -367,8 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         logger.handlers, logger.propagate, logger.level = saved[0], saved[1], saved[2]
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        if "soothe_planner.local_llm" in sys.modules:
-            sys.modules["soothe_planner.local_llm"].shutdown_shared_server()
+        if "soothe_planner.local.embedded" in sys.modules:
+            sys.modules["soothe_planner.local.embedded"].shutdown_shared_server()
 
 
 if __name__ == "__main__":

@@ -41,9 +41,8 @@ from pydantic import (
     model_validator,
 )
 
-from soothe_planner._config_load import config_from_dict, load_config
-from soothe_planner._providers import check_model_spec, split_model_spec
 from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.config.providers import check_model_spec, split_model_spec
 from soothe_planner.models import FailurePolicy, PlannerSettings
 from soothe_planner.tools import BUILTIN_TOOL_NAMES
 
@@ -56,17 +55,6 @@ __all__ = [
     "SootheConfig",
     "SubagentConfig",
     "TracingConfig",
-    "config_from_dict",
-    "load_config",
-    "resolve_chat_model",
-    "resolve_checkpointer",
-    "resolve_controller",
-    "resolve_executor",
-    "resolve_loop_planner",
-    "resolve_persistence",
-    "resolve_planner",
-    "resolve_run",
-    "resolve_tools",
 ]
 
 _TOOL_SPEC = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -332,16 +320,3 @@ class SootheConfig(_Section):
                         f"(listed: {', '.join(sorted(builtin_listed)) or 'none'})"
                     )
         return self
-
-
-from soothe_planner._resolve import (  # noqa: E402  (they take a SootheConfig; defined above)
-    resolve_chat_model,
-    resolve_checkpointer,
-    resolve_controller,
-    resolve_executor,
-    resolve_loop_planner,
-    resolve_persistence,
-    resolve_planner,
-    resolve_run,
-    resolve_tools,
-)

@@ -91,8 +91,10 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from soothe_planner._json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
-from soothe_planner._plan_steps import (
+from soothe_planner.errors import PlanParseError
+from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
+from soothe_planner.parsing.json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
+from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
     apply_rules,
     assign_ids,
@@ -101,8 +103,6 @@ from soothe_planner._plan_steps import (
     norm_id,
     read_step,
 )
-from soothe_planner.errors import PlanParseError
-from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
 
 __all__ = ["ParsedDecision", "parse_decision", "parse_object", "read_decision"]
 

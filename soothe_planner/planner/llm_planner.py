@@ -45,9 +45,8 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
-from soothe_planner import dag
-from soothe_planner._calls import Caller, Tally
 from soothe_planner.concurrency import ConcurrencyController
+from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -63,9 +62,9 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
-from soothe_planner.plan_manager import PlanManager
-from soothe_planner.prompts import escape_data, phases
-from soothe_planner.reflection import deterministic_reflection
+from soothe_planner.planner.calls import Caller, Tally
+from soothe_planner.planner.prompts import escape_data, phases
+from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -402,7 +401,7 @@ class LLMPlanner:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if pm is not None:
                 return pm.validate(gen.decision, replace=replace)
-            return dag.validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
+            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
 
         return validate
 

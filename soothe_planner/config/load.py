@@ -22,7 +22,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from soothe_planner.errors import ConfigError
 
 if TYPE_CHECKING:
-    from soothe_planner.config import SootheConfig
+    from soothe_planner.config.schema import SootheConfig
 
 __all__ = ["config_from_dict", "format_validation_error", "interpolate", "load_config", "parse_yaml"]
 
@@ -224,7 +224,7 @@ def config_from_dict(
     env: Mapping[str, str] | None = None,
 ) -> SootheConfig:
     """A ``SootheConfig`` from plain data (as YAML would give), with interpolation and clear errors."""
-    from soothe_planner.config import SootheConfig
+    from soothe_planner.config.schema import SootheConfig
 
     if data is None:
         data = {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from soothe_planner import _plan_render
+from soothe_planner.dag import planning_context as render_dag
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -32,7 +32,7 @@ from soothe_planner.models import (
     StatusAssessment,
     StepResult,
 )
-from soothe_planner.prompts import (
+from soothe_planner.planner.prompts import (
     Prompt,
     build,
     escape_data,
@@ -43,7 +43,7 @@ from soothe_planner.prompts import (
 )
 
 if TYPE_CHECKING:
-    from soothe_planner.plan_manager import PlanManager
+    from soothe_planner.dag.plan_manager import PlanManager
 
 __all__ = [
     "answer_prompt",
@@ -127,7 +127,7 @@ def _plan_text(
         if compact:
             return "\n".join(f"{n.id} [{n.status}]" for n in pm.nodes)
         order = [pm.node(sid) for sid in pm.dag.topological_order()]
-        return escape_data(_plan_render.planning_context(order, shown_elsewhere=shown_elsewhere))
+        return escape_data(render_dag(order, shown_elsewhere=shown_elsewhere))
     results = {r.step_id: r for r in latest_results(state.step_results)}
     if state.current_decision is not None:
         return _render_decision(state.current_decision, results, compact=compact)

@@ -38,7 +38,7 @@ def _config_path() -> Path | None:
 def make_graph(config: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The StrangeLoop compiled from the configured YAML (``config``: the server's run config, unused)."""
     from soothe_planner.config import SootheConfig, load_config, resolve_run
-    from soothe_planner.graph.loop import build_strange_loop
+    from soothe_planner.graph import build_strange_loop
     from soothe_planner.models import PlanContext
 
     path = _config_path()

@@ -18,8 +18,8 @@ from collections.abc import Collection, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from soothe_planner._dag_validation import StepLike, find_cycle, validate_steps
-from soothe_planner._dag_validation import listing as _listing
+from soothe_planner.dag.validation import StepLike, find_cycle, validate_steps
+from soothe_planner.dag.validation import listing as _listing
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import FINISHED_STATUSES, PlanStep, StepResult
 

@@ -17,8 +17,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from soothe_planner.dag import PlanManager
 from soothe_planner.models import AgentDecision, Plan, PlanStep
-from soothe_planner.plan_manager import PlanManager
 
 __all__ = ["RunView", "plan_json", "plan_mermaid", "plan_table", "render_report", "report_dict", "steps_table"]
 

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ValidationError
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError, PlanParseError
 from soothe_planner.models import PlannerSettings
-from soothe_planner.prompts import escape_data, template, trim_text
+from soothe_planner.planner.prompts import escape_data, template, trim_text
 
 __all__ = ["Caller", "Tally", "counting_calls", "is_transport_error", "raw_text_of", "resolve_method"]
 

@@ -1,0 +1,39 @@
+"""How many things may run at once, and how many model calls may a run make?
+
+The front door of ``soothe_planner.concurrency``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.concurrency.controller import (
+    ConcurrencyController,
+    ConcurrencyPolicy,
+    StepParallelism,
+)
+from soothe_planner.concurrency.limited_model import (
+    PHASE_METADATA_KEY,
+    is_limited,
+    limit_model,
+    limiting_controllers,
+    unwrap_model,
+)
+from soothe_planner.concurrency.slots import (
+    HELD_LLM_SLOTS,
+    Slots,
+    reset_held,
+)
+
+__all__ = [
+    "HELD_LLM_SLOTS",
+    "PHASE_METADATA_KEY",
+    "ConcurrencyController",
+    "ConcurrencyPolicy",
+    "Slots",
+    "StepParallelism",
+    "is_limited",
+    "limit_model",
+    "limiting_controllers",
+    "reset_held",
+    "unwrap_model",
+]

@@ -1,0 +1,79 @@
+"""YAML to ``SootheConfig``, and the one place that builds planners, executors and runs from it.
+
+The front door of ``soothe_planner.config``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.config.load import (
+    config_from_dict,
+    format_validation_error,
+    interpolate,
+    load_config,
+    parse_yaml,
+)
+from soothe_planner.config.providers import (
+    PROVIDERS,
+    Provider,
+    check_model_spec,
+    provider_of,
+    split_model_spec,
+)
+from soothe_planner.config.resolve import (
+    SCRIPTED_MODEL_ENV,
+    ModelPool,
+    ResolvedRun,
+    resolve_chat_model,
+    resolve_checkpointer,
+    resolve_controller,
+    resolve_executor,
+    resolve_loop_planner,
+    resolve_persistence,
+    resolve_planner,
+    resolve_run,
+    resolve_tools,
+)
+from soothe_planner.config.schema import (
+    CheckpointConfig,
+    ExecutionConfig,
+    LangfuseConfig,
+    ModelsConfig,
+    RunConfig,
+    SootheConfig,
+    SubagentConfig,
+    TracingConfig,
+)
+
+__all__ = [
+    "PROVIDERS",
+    "SCRIPTED_MODEL_ENV",
+    "CheckpointConfig",
+    "ExecutionConfig",
+    "LangfuseConfig",
+    "ModelPool",
+    "ModelsConfig",
+    "Provider",
+    "ResolvedRun",
+    "RunConfig",
+    "SootheConfig",
+    "SubagentConfig",
+    "TracingConfig",
+    "check_model_spec",
+    "config_from_dict",
+    "format_validation_error",
+    "interpolate",
+    "load_config",
+    "parse_yaml",
+    "provider_of",
+    "resolve_chat_model",
+    "resolve_checkpointer",
+    "resolve_controller",
+    "resolve_executor",
+    "resolve_loop_planner",
+    "resolve_persistence",
+    "resolve_planner",
+    "resolve_run",
+    "resolve_tools",
+    "split_model_spec",
+]

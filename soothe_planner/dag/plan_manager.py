@@ -1,0 +1,427 @@
+"""How does one goal's plan grow across loop iterations without losing finished work?
+
+One ``PlanManager`` per goal holds a goal-wide ``PlanDAG`` and the history of what each decision
+did to it. What was weighed:
+
+- **Ids are goal-scoped and stable.** Ids of one decision are kept as given, so the model's own
+  references keep working. A step id that names a node which can no longer change (in progress
+  or finished, superseded ones included) gets a fresh id ``<id>.<n>`` matching the wire id pattern, and
+  references inside the same decision follow the rename: re-listing finished work means "do it
+  again", never "rewrite what happened". A step id naming a pending node refreshes that node.
+- **Validate whole, then mutate.** Every ingest is checked first (``dag.validate_steps``); on any
+  error the manager is unchanged. The same holds for a batch of step outcomes.
+- **Nothing disappears silently.** ``replace=True`` (after a ``replan``) supersedes pending nodes
+  the decision does not list: they stay in the graph as ``skipped`` with a ``superseded`` result
+  (deleting them would leave dangling edges from finished steps and free their ids for other
+  work) and are listed in the history. A failed step's dependents are skipped with a recorded
+  ``blocked`` result.
+- **Failure policy is one rule for every path:** ``block``, or ``retry(n)`` then block.
+- **State is plain data.** ``to_dict()`` is JSON-mode, so it rides in LangGraph checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+import soothe_planner.dag.render as _plan_render
+from soothe_planner.dag.plan_dag import PlanDAG
+from soothe_planner.dag.validation import validate_steps
+from soothe_planner.errors import ConfigError, PlanValidationError
+from soothe_planner.models import (
+    FINISHED_STATUSES,
+    AgentDecision,
+    ExecutionMode,
+    FailurePolicy,
+    Plan,
+    PlanResult,
+    PlanStep,
+    StepAction,
+    StepResult,
+)
+
+__all__ = ["IngestReport", "PlanManager", "PlanRevision"]
+
+_FORMAT = 1
+_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_ID = 32
+
+
+class IngestReport(BaseModel):
+    """What one ``ingest`` did to the DAG."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    added: list[str] = Field(default_factory=list)
+    refreshed: list[str] = Field(default_factory=list)
+    renamed: dict[str, str] = Field(default_factory=dict, description="given id -> id in the DAG")
+    superseded: list[str] = Field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.refreshed or self.superseded)
+
+
+class PlanRevision(IngestReport):
+    """One entry of the plan history: what one ingest did, at which iteration, and why."""
+
+    iteration: int = 0
+    action: Literal["extend", "replace"] = "extend"
+    reasoning: str = ""
+
+
+@dataclass
+class _Prepared:
+    """An ingest worked out but not applied: its validation errors, or everything applying it needs."""
+
+    errors: list[str] = field(default_factory=list)
+    steps: list[StepAction] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    superseded: list[str] = field(default_factory=list)
+
+
+def _superseded(node: PlanStep) -> bool:
+    return node.result is not None and node.result.error_type == "superseded"
+
+
+class PlanManager:
+    """The goal-wide step DAG across iterations: ingest decisions, hand out ready steps, record outcomes."""
+
+    def __init__(
+        self,
+        goal: str,
+        *,
+        failure_policy: str | FailurePolicy = "block",
+        max_plan_steps: int = 8,
+        allowed_capabilities: Collection[str] | None = None,
+    ) -> None:
+        try:
+            self.failure_policy = FailurePolicy.parse(failure_policy)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (use 'block' or e.g. 'retry(2)')") from None
+        if max_plan_steps < 1:
+            raise ConfigError(f"max_plan_steps must be >= 1, got {max_plan_steps}")
+        self.goal = goal
+        self.max_plan_steps = max_plan_steps
+        self.allowed_capabilities = None if allowed_capabilities is None else frozenset(allowed_capabilities)
+        self.history: list[PlanRevision] = []
+        self.dag = PlanDAG()
+        self._counters: dict[str, int] = {}  # rename base -> next suffix to try
+        self._mode: ExecutionMode = "dependency"
+        self._reasoning = ""
+        self.plan_id = uuid.uuid4().hex[:12]  # stable across to_plan() calls and revisions
+        self._revision_base = 0  # a plan loaded with from_plan() keeps counting its revisions
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def nodes(self) -> list[PlanStep]:
+        return list(self.dag.nodes.values())
+
+    def node(self, step_id: str) -> PlanStep:
+        """The live node (read it; change it only through this manager). Unknown id: ``KeyError``."""
+        return self.dag.node(step_id)
+
+    def __len__(self) -> int:
+        return len(self.dag)
+
+    def __contains__(self, step_id: object) -> bool:
+        return step_id in self.dag
+
+    def results(self) -> dict[str, StepResult]:
+        """Results of finished steps (a step waiting for a retry is not finished)."""
+        return {n.id: n.result for n in self.dag.nodes.values() if n.finished and n.result is not None}
+
+    def has_unfinished(self) -> bool:
+        return self.dag.unfinished_count > 0
+
+    @property
+    def execution_mode(self) -> ExecutionMode:
+        return self._mode
+
+    # ------------------------------------------------------------------ ingest
+
+    def _fresh_id(self, given: str, counters: dict[str, int], taken: set[str]) -> str:
+        base = _ID_CHARS.sub("_", given)
+        head, dot, tail = base.rpartition(".")
+        # An id this manager made ("s1.2") renames to the next of its family ("s1.3"), not "s1.2.2".
+        if dot and tail.isdigit() and head in counters and int(tail) < counters[head]:
+            base = head
+        n = counters.get(base, 2)
+        while True:
+            suffix = f".{n}"
+            candidate = base[: _MAX_ID - len(suffix)] + suffix
+            n += 1
+            if candidate not in taken and candidate not in self.dag.nodes:
+                counters[base] = n
+                taken.add(candidate)
+                return candidate
+
+    def _prepare(self, decision: AgentDecision, replace: bool) -> _Prepared:
+        prep = _Prepared()
+        nodes = self.dag.nodes
+        prep.counters = dict(self._counters)
+        given = [s.id for s in decision.steps]
+        # Fresh ids avoid the decision's own ids; ids of the graph are checked in _fresh_id.
+        taken = set(given)
+        for sid in dict.fromkeys(given):
+            node = nodes.get(sid)
+            if node is not None and node.status != "pending":
+                prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
+        ren = prep.renamed
+        prep.steps = [
+            s.model_copy(
+                update={"id": ren.get(s.id, s.id), "depends_on": [ren.get(d, d) for d in s.depends_on]}
+            )
+            if ren and (s.id in ren or any(d in ren for d in s.depends_on))
+            else s
+            for s in decision.steps
+        ]
+        if replace:
+            listed = {s.id for s in prep.steps}
+            prep.superseded = [sid for sid, n in nodes.items() if n.status == "pending" and sid not in listed]
+        prep.errors = validate_steps(
+            prep.steps,
+            existing=nodes,
+            max_steps=self.max_plan_steps,
+            allowed_capabilities=self.allowed_capabilities,
+            superseded=set(prep.superseded),
+            aliases={new: old for old, new in ren.items()},
+        )
+        return prep
+
+    @staticmethod
+    def _decision_of(decision: AgentDecision | PlanResult) -> AgentDecision | None:
+        if isinstance(decision, PlanResult):
+            return decision.decision  # ``keep`` carries none: the in-flight plan stands
+        return decision
+
+    def validate(self, decision: AgentDecision | PlanResult, *, replace: bool = False) -> list[str]:
+        """What ``ingest`` would reject, without changing anything."""
+        d = self._decision_of(decision)
+        return [] if d is None or not d.steps else self._prepare(d, replace).errors
+
+    def ingest(
+        self, decision: AgentDecision | PlanResult, iteration: int = 0, *, replace: bool = False
+    ) -> IngestReport:
+        """Merge a decision into the DAG. Raises ``PlanValidationError`` and changes nothing when invalid."""
+        d = self._decision_of(decision)
+        if d is None or not d.steps:
+            return IngestReport()
+        prep = self._prepare(d, replace)
+        if prep.errors:
+            raise PlanValidationError(prep.errors)
+        nodes = self.dag.nodes
+        new = [s for s in prep.steps if s.id not in nodes]
+        refresh = [s for s in prep.steps if s.id in nodes]
+        self.dag.add(new, iteration=iteration, validate=False)
+        # Refresh before superseding: a re-listed step may drop its edge to a node being superseded.
+        for step in refresh:
+            self.dag.refresh(step)
+        reason = f"superseded: the plan was replaced at iteration {iteration}"
+        gone = self.dag.supersede(prep.superseded, reason) if prep.superseded else []
+        self._counters = prep.counters
+        self._mode, self._reasoning = d.execution_mode, d.reasoning
+        report = IngestReport(
+            added=[s.id for s in new],
+            refreshed=[s.id for s in refresh],
+            renamed=dict(prep.renamed),
+            superseded=gone,
+        )
+        self.history.append(
+            PlanRevision(
+                **report.model_dump(),
+                iteration=iteration,
+                action="replace" if replace else "extend",
+                reasoning=d.reasoning,
+            )
+        )
+        return report
+
+    # ------------------------------------------------------------------ running
+
+    def ready_steps(self, limit: int | None = None) -> list[PlanStep]:
+        """Pending steps whose dependencies all completed, in the order they became ready (0/None: all)."""
+        return self.dag.ready(limit)
+
+    def mark_started(self, step_id: str) -> None:
+        self.dag.mark_in_progress(step_id)
+
+    def requeue_interrupted(self) -> list[str]:
+        """After a resume: steps left in_progress by a dead run go back to pending (they never reported)."""
+        return self.dag.requeue_in_progress()
+
+    def record_step_outcomes(self, results: Sequence[StepResult]) -> list[StepResult]:
+        """Record results in order; returns the ``blocked`` results recorded for skipped dependents.
+
+        The whole batch is checked first: a result for an unknown step, a second different result for
+        a finished step, two different results for one step, or a result for a step whose
+        dependencies had not completed is a ``PlanValidationError`` and nothing is recorded.
+        Identical repeats are ignored (a replayed batch is harmless).
+        """
+        dag = self.dag
+        nodes = dag.nodes
+        errors: list[str] = []
+        batch: dict[str, StepResult] = {}
+        completes: set[str] = set()
+        todo: list[StepResult] = []
+        for r in results:
+            sid = r.step_id
+            node = nodes.get(sid)
+            if node is None:
+                errors.append(
+                    f"result for unknown step '{sid}' (plan steps: {', '.join(islice(nodes, 8)) or 'none'}"
+                    f"{', …' if len(nodes) > 8 else ''}; results must name a step of this plan)"
+                )
+                continue
+            if sid in batch:
+                if batch[sid] != r:
+                    errors.append(
+                        f"two different results for step '{sid}' in one batch (record one outcome per step)"
+                    )
+                continue
+            batch[sid] = r
+            if node.status in FINISHED_STATUSES:
+                if node.result != r:
+                    errors.append(
+                        f"step '{sid}' is already {node.status}; a different result for it was rejected "
+                        "(no double completion: plan a new step to redo the work)"
+                    )
+                continue
+            if dag.waiting_count(sid):  # zero, the common case, means every dependency completed
+                waiting = [
+                    d for d in node.depends_on if nodes[d].status != "completed" and d not in completes
+                ]
+                if waiting:
+                    errors.append(
+                        f"result for step '{sid}' arrived before its dependencies completed: "
+                        f"{', '.join(waiting)} (run steps from ready_steps())"
+                    )
+                    continue
+            if r.success:
+                completes.add(sid)
+            todo.append(r)
+        if errors:
+            raise PlanValidationError(errors, what="step outcomes")
+        synthetic: list[StepResult] = []
+        policy = self.failure_policy
+        for r in todo:
+            if r.success:  # checked above: pending or in progress, every dependency completed
+                dag._complete_runnable(nodes[r.step_id], r)
+            elif policy.mode == "retry" and nodes[r.step_id].attempts + 1 <= policy.max_retries:
+                dag.retry(r.step_id, r)
+            else:
+                for sid in dag.fail(r.step_id, r):
+                    blocked = nodes[sid].result
+                    assert blocked is not None
+                    synthetic.append(blocked)
+        return synthetic
+
+    # ------------------------------------------------------------------ views
+
+    def in_flight_decision(self) -> AgentDecision | None:
+        """The unfinished steps (pending or in progress) as a decision, or None when nothing is left."""
+        steps = [n.to_action() for n in self.dag.nodes.values() if not n.finished]
+        if not steps:
+            return None
+        return AgentDecision(steps=steps, execution_mode=self._mode, reasoning=self._reasoning)
+
+    def to_plan(self) -> Plan:
+        """The DAG as a ``Plan`` (copies, dependencies first): active while work is left, else completed
+        when every step completed or was superseded, else failed."""
+        nodes = [self.dag.nodes[sid].model_copy(deep=True) for sid in self.dag.topological_order()]
+        if not nodes or any(not n.finished for n in nodes):
+            status: Literal["active", "completed", "failed"] = "active"
+        elif all(n.status == "completed" or _superseded(n) for n in nodes):
+            status = "completed"
+        else:
+            status = "failed"
+        return Plan(
+            id=self.plan_id,
+            goal=self.goal,
+            steps=nodes,
+            status=status,
+            reasoning=self._reasoning,
+            revision=self._revision_base + len(self.history),
+        )
+
+    def planning_context(self, max_chars: int | None = None) -> str:
+        """The DAG for a prompt: ``s2 [completed] Read the config <- s1`` plus a result excerpt per finished step.
+
+        Over ``max_chars`` the longest excerpts are cut first; the ids and statuses of unfinished steps
+        are never dropped (the full order of giving way is in ``_plan_render``).
+        """
+        return _plan_render.planning_context(
+            [self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars
+        )
+
+    def to_mermaid(self) -> str:
+        """A ``flowchart TD`` of the DAG with escaped labels and one style class per status."""
+        return _plan_render.mermaid(list(self.dag.nodes.values()))
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-mode data; ``from_dict`` rebuilds an identical manager."""
+        return {
+            "format": _FORMAT,
+            "goal": self.goal,
+            "plan_id": self.plan_id,
+            "revision_base": self._revision_base,
+            "failure_policy": str(self.failure_policy),
+            "max_plan_steps": self.max_plan_steps,
+            "allowed_capabilities": None
+            if self.allowed_capabilities is None
+            else sorted(self.allowed_capabilities),
+            "dag": self.dag.to_dict(),
+            "history": [h.model_dump(mode="json") for h in self.history],
+            "rename_counters": dict(self._counters),
+            "execution_mode": self._mode,
+            "reasoning": self._reasoning,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanManager:
+        if data.get("format") != _FORMAT:
+            raise PlanValidationError(
+                [
+                    f"stored plan manager has format {data.get('format')!r}, this version reads format {_FORMAT}"
+                ],
+                what="stored plan",
+            )
+        pm = cls(
+            data["goal"],
+            failure_policy=data["failure_policy"],
+            max_plan_steps=data["max_plan_steps"],
+            allowed_capabilities=data["allowed_capabilities"],
+        )
+        pm.dag = PlanDAG.from_dict(data["dag"])
+        pm.history = [PlanRevision.model_validate(h) for h in data["history"]]
+        pm._counters = {str(k): int(v) for k, v in data["rename_counters"].items()}
+        pm._mode = data["execution_mode"]
+        pm._reasoning = data["reasoning"]
+        pm.plan_id, pm._revision_base = data["plan_id"], int(data["revision_base"])
+        return pm
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> PlanManager:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_plan(cls, plan: Plan, **kwargs: Any) -> PlanManager:
+        """A manager holding ``plan``'s steps as they are (statuses and results kept)."""
+        pm = cls(plan.goal, **kwargs)
+        pm.dag.add(plan.steps)
+        pm.plan_id, pm._revision_base, pm._reasoning = plan.id, plan.revision, plan.reasoning
+        return pm

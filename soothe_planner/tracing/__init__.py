@@ -1,0 +1,33 @@
+"""Langfuse tracing: one trace per run, a span per step, no-op when disabled.
+
+The front door of ``soothe_planner.tracing``: other subpackages import these names from here, never
+from a module inside it (``tests/test_layers.py`` keeps it so).
+"""
+
+from __future__ import annotations
+
+from soothe_planner.tracing.handler import (
+    PHASE_KEY,
+    make_handler,
+)
+from soothe_planner.tracing.runs import (
+    LangfuseSettingsLike,
+    StepTrace,
+    TraceHandle,
+    run_name_for,
+    trace_id_for,
+    trace_run,
+    trace_step,
+)
+
+__all__ = [
+    "PHASE_KEY",
+    "LangfuseSettingsLike",
+    "StepTrace",
+    "TraceHandle",
+    "make_handler",
+    "run_name_for",
+    "trace_id_for",
+    "trace_run",
+    "trace_step",
+]
