@@ -91,6 +91,14 @@ class StepAction(_Model):
     expected_output: str = ""
     depends_on: list[str] = Field(default_factory=list)
     execution_hint: ExecutionHint = "auto"
+    tool: str | None = Field(
+        default=None,
+        description="A typed tool step: the one tool this step calls, with ``args``, and no LLM call.",
+    )
+    args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The typed tool step's arguments; a string may hold references such as {{s1.output}}.",
+    )
 
 
 class AgentDecision(_Model):
@@ -122,6 +130,8 @@ class PlanStep(_Model):
     expected_output: str = ""
     attempts: int = 0
     iteration: int = Field(default=0, description="The loop iteration whose decision added this step.")
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -136,6 +146,8 @@ class PlanStep(_Model):
             expected_output=self.expected_output,
             depends_on=list(self.depends_on),
             execution_hint=self.execution_hint,
+            tool=self.tool,
+            args=dict(self.args),
         )
 
 
@@ -168,6 +180,10 @@ class Capability(_Model):
     kind: Literal["tool", "subagent", "remote"] = "tool"
     description: str = ""
     read_only: bool = False
+    args_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="A tool's argument schema (JSON Schema), so a typed tool step's args can be checked at ingest.",
+    )
 
 
 class PlanContext(_Model):

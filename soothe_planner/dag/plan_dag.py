@@ -65,7 +65,11 @@ def _as_node(step: StepLike, iteration: int) -> PlanStep:
     if isinstance(step, PlanStep):
         # Shallow copy with fresh lists: results are never mutated after they are recorded, so they are shared.
         return step.model_copy(
-            update={"depends_on": list(dict.fromkeys(step.depends_on)), "tools": list(step.tools)}
+            update={
+                "depends_on": list(dict.fromkeys(step.depends_on)),
+                "tools": list(step.tools),
+                "args": dict(step.args),
+            }
         )
     # Validating a plain dict (pydantic-core) measured faster than model_construct, and stays checked.
     # Fields left at their defaults are not passed: fewer to validate, and a smaller node (its set of
@@ -81,6 +85,10 @@ def _as_node(step: StepLike, iteration: int) -> PlanStep:
         fields["expected_output"] = step.expected_output
     if step.execution_hint != "auto":
         fields["execution_hint"] = step.execution_hint
+    tool = getattr(step, "tool", None)
+    if tool is not None:
+        fields["tool"] = tool
+        fields["args"] = dict(getattr(step, "args", None) or {})
     if iteration:
         fields["iteration"] = iteration
     return PlanStep.model_validate(fields)
@@ -186,6 +194,8 @@ class PlanDAG:
         node.subagent = step.subagent
         node.expected_output = step.expected_output
         node.execution_hint = step.execution_hint
+        node.tool = getattr(step, "tool", None)
+        node.args = dict(getattr(step, "args", None) or {})
         was_ready = node.id in self._ready
         self._link(node)
         if was_ready and self._unmet[node.id]:
