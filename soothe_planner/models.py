@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -24,6 +24,7 @@ from soothe_planner.concurrency import ConcurrencyPolicy
 
 __all__ = [
     "AgentDecision",
+    "CallKind",
     "Capability",
     "ContinuationAssessment",
     "ExecutionHint",
@@ -48,6 +49,8 @@ StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
 ExecutionHint = Literal["tool", "subagent", "remote", "auto"]
 ExecutionMode = Literal["parallel", "sequential", "dependency"]
 IntakeRoute = Literal["trivial", "simple", "complex"]
+CallKind = Literal["intake", "plan-assess", "plan-generate", "continuation", "answer", "reflect", "revise"]
+"""The planner's kinds of call, as named in traces; a kind's re-asks and raw fallback count as that kind."""
 FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
 
 
@@ -391,3 +394,12 @@ class PlannerSettings(_Model):
     llm_reflection: bool = Field(default=False, description="Ask the model to reflect (default: deterministic).")
     prompt_budget_tokens: int = Field(default=6000, ge=500, description="Prompt size cap, in tokens (approx.).")
     max_output_tokens: int = Field(default=1024, ge=64)
+    max_output_tokens_per_call: dict[CallKind, Annotated[int, Field(ge=16)]] = Field(
+        default_factory=dict,
+        description="Output token cap for one kind of call (e.g. {answer: 300}); other kinds keep the model's.",
+    )
+    prompt_profile: Literal["auto", "full", "compact"] = Field(
+        default="auto",
+        description="Prompt wording and tool schemas: 'compact' (fewer tokens, for small local models) or "
+        "'full'; 'auto' takes the model's own declaration (the embedded model declares 'compact'), else 'full'.",
+    )

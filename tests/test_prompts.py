@@ -39,6 +39,7 @@ SYSTEM_SCHEMAS: dict[str, type[BaseModel]] = {
     "reflect_system": ReflectOnPlan,
     "continuation_system": ChooseContinuation,
     "intake_system": RouteIntake,
+    "intake_system_compact": RouteIntake,
 }
 _FIELD = re.compile(r"^(?P<indent>\s*)- `(?P<name>\w+)`:", re.MULTILINE)
 
@@ -270,3 +271,45 @@ def test_without_a_manager_every_latest_result_is_evidence() -> None:
     prompt = phases.generate_prompt("write the report", state, PlanContext(), None, None, PlannerSettings(), max_steps=4)
     evidence = _section(prompt.human, "evidence")
     assert "NEW-RESULT" in evidence and "OLD-RESULT" in evidence
+
+
+# --------------------------------------------------------------------------- profiles and prefix order
+
+
+def test_compact_profile_starts_with_the_compact_briefing_and_keeps_the_human_turn() -> None:
+    state, ctx = _ten_step_state()
+    full = phases.generate_prompt("write the report", state, ctx, None, None, PlannerSettings(), max_steps=5)
+    compact = phases.generate_prompt("write the report", state, ctx, None, None,
+                                     PlannerSettings(prompt_profile="compact"), max_steps=5)
+    assert compact.system == template("generate_system_compact").template and compact.profile == "compact"
+    assert not compact.compact  # the budget did nothing; the profile chose the briefing
+    assert compact.human == full.human and len(compact.system) < len(full.system)
+    assert phases.intake_prompt("g", ctx, PlannerSettings(prompt_profile="compact")).system == (
+        template("intake_system_compact").template)
+    # a phase with no compact briefing keeps its only one
+    assert phases.answer_prompt("g", ctx, "e", PlannerSettings(prompt_profile="compact")).system == (
+        template("answer_system").template)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def test_what_a_run_keeps_comes_before_what_each_iteration_changes() -> None:
+    """A server reuses the longest common prefix of two prompts: the run's constants come first."""
+    state, ctx = _ten_step_state()
+    later = state.model_copy(update={"iteration": state.iteration + 1})
+    settings = PlannerSettings()
+    a = phases.generate_prompt("write the report", state, ctx, None, None, settings, max_steps=5).human
+    b = phases.generate_prompt("write the report", later, ctx, None, None, settings, max_steps=5).human
+    shared = a[: _common_prefix(a, b)]
+    assert "- search, tool (read-only): web search" in shared and "write the report" in shared
+    assert "Iteration 4" not in shared and "Iteration 5" not in shared
+    x = phases.assess_prompt("write the report", state, None, settings).human
+    y = phases.assess_prompt("write the report", later, None, settings).human
+    assert "write the report" in x[: _common_prefix(x, y)]

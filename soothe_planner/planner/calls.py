@@ -50,7 +50,9 @@ from pydantic import BaseModel, ValidationError
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError, PlanParseError
 from soothe_planner.models import PlannerSettings
+from soothe_planner.planner.output_caps import OutputCaps
 from soothe_planner.planner.prompts import escape_data, template, trim_text
+from soothe_planner.planner.prompts.profiles import schema_for
 
 __all__ = ["Caller", "Tally", "counting_calls", "is_transport_error", "raw_text_of", "resolve_method"]
 
@@ -208,6 +210,7 @@ class Caller:
         # ms); the bound runnable is the same for a given model, schema and method, so keep it. The
         # model is held in the value so its id cannot be reused while the entry lives.
         self._bound: dict[tuple[int, type[BaseModel], str], tuple[BaseChatModel, Runnable[Any, Any]]] = {}
+        self.caps = OutputCaps(settings.max_output_tokens_per_call)
 
     def bound(self, model: BaseChatModel, schema: type[BaseModel], method: Method) -> Runnable[Any, Any]:
         """``model.with_structured_output(schema, method=..., include_raw=True)``, built once."""
@@ -273,6 +276,7 @@ class Caller:
         thread_id: str | None = None, iteration: int | None = None,
     ) -> str:
         """A plain-text answer (no schema); transport failures raise ``PlanGenerationError``."""
+        model = self.caps.model_for(model, phase)
         try:
             message = await self.invoke(model, messages, phase=phase, tally=tally, thread_id=thread_id, iteration=iteration)
         except PlannerError:
@@ -307,6 +311,8 @@ class Caller:
         """
         base = list(messages)  # re-asks extend copies; the caller's list is never touched
         method = resolve_method(model, self.settings.structured_output_method)
+        model = self.caps.model_for(model, phase)
+        schema = schema_for(schema, self.settings.prompt_profile)
         attempts: list[GenerationAttempt] = []
         check = validate or (lambda _v: [])
         ctx = {"tally": tally, "thread_id": thread_id, "iteration": iteration, "parent": phase}

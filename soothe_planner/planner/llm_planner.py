@@ -64,6 +64,7 @@ from soothe_planner.models import (
 from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
 from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
+from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.wire import (
     AssessStatus,
@@ -142,7 +143,11 @@ class LLMPlanner:
     ) -> None:
         self.model = model
         self.assess_model = assess_model or model
-        self.settings = settings or PlannerSettings()
+        settings = settings or PlannerSettings()
+        # 'auto' becomes the profile the answering model declares; one profile per planner
+        profile = resolve_profile(settings.prompt_profile, model)
+        self.settings = settings if profile == settings.prompt_profile else settings.model_copy(
+            update={"prompt_profile": profile})
         self.controller = controller or ConcurrencyController()
         self.stats: Counter[str] = Counter()
         self._caller = Caller(self.settings, self.controller, self.stats)

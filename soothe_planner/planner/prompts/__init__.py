@@ -103,7 +103,8 @@ class Prompt:
     human: str
     budget_chars: int
     trimmed: dict[str, int] = field(default_factory=dict)  # section -> characters removed
-    compact: bool = False  # the compact briefing replaced the full system prompt
+    compact: bool = False  # the budget made the compact briefing replace the full system prompt
+    profile: str = "full"  # the prompt profile the system prompt was chosen by
 
     @property
     def chars(self) -> int:
@@ -125,14 +126,18 @@ def build(
     *,
     trimmable: Mapping[str, Keep] | None = None,
     budget_tokens: int,
+    profile: str = "full",
 ) -> Prompt:
     """Fill the templates ``system`` and ``human``, trimming state sections to fit the budget.
 
     ``fields`` are the values; the fenced ones must already be escaped (``escape_data``; the
     renderers here do it). ``trimmable`` names the fields that may shrink and which end to keep.
+    Under the ``compact`` profile the compact briefing is the system prompt from the start.
     """
     budget = budget_tokens * CHARS_PER_TOKEN
-    sys_text = template(system).substitute()
+    has_compact = f"{system}_compact" in template_names()
+    start_compact = profile == "compact" and has_compact
+    sys_text = template(f"{system}_compact" if start_compact else system).substitute()
     tmpl = template(human)
     values = dict(fields)
     trimmable = dict(trimmable or {})
@@ -154,11 +159,11 @@ def build(
         trimmable.pop(name)  # each section is cut once, to its headroom; then the next largest
         over = total() - budget
     compact = False
-    if over > 0 and f"{system}_compact" in template_names():
+    if over > 0 and has_compact and not start_compact:
         sys_text = template(f"{system}_compact").substitute()
         compact = True
     return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget,
-                  trimmed=trimmed, compact=compact)
+                  trimmed=trimmed, compact=compact, profile=profile)
 
 
 # --------------------------------------------------------------------------- renderers

@@ -184,6 +184,7 @@ def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings:
         },
         trimmable={"evidence": "head", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -220,6 +221,7 @@ def generate_prompt(
         },
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -248,6 +250,7 @@ def revise_prompt(
         },
         trimmable={"plan": "head", "reflection": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -263,6 +266,7 @@ def reflect_prompt(goal: str, plan: Plan, results: Sequence[StepResult], setting
         },
         trimmable={"plan": "head", "evidence": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -275,6 +279,7 @@ def continuation_prompt(goal: str, prior_goals: Sequence[str], settings: Planner
         {"goal": escape_data(goal), "prior_goals": escape_data(prior)},
         trimmable={"prior_goals": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -287,6 +292,7 @@ def intake_prompt(goal: str, context: PlanContext, settings: PlannerSettings) ->
         {"goal": escape_data(goal), "conversation": _conversation(None, context), "capabilities": caps},
         trimmable={"conversation": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -302,4 +308,5 @@ def answer_prompt(goal: str, context: PlanContext, evidence: str, settings: Plan
         },
         trimmable={"evidence": "head", "conversation": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
