@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
-ExecutionHint = Literal["tool", "subagent", "remote", "auto"]
+ExecutionHint = Literal["tool", "subagent", "remote", "auto", "agent"]
+"""How a step asks to run; ``agent``: a ReAct agent, for a step whose arguments cannot be known when planning."""
 ExecutionMode = Literal["parallel", "sequential", "dependency"]
 IntakeRoute = Literal["trivial", "simple", "complex"]
 FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})

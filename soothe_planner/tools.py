@@ -14,14 +14,14 @@ What was weighed:
   model that wanders, not a hostile local user.
 - Failures raise ``ToolException`` with a message naming the path and the rule, and the tools are
   built with ``handle_tool_error=True``: a tool *call* gets that message back as an error
-  ``ToolMessage`` (``status="error"``), so an agent — which is how steps use these tools — can
-  read it and correct itself (a small model's first guess at a path is often ``/workspace/x``),
-  instead of the whole step dying on the first slip. The step's outcome is then the agent's.
+  ``ToolMessage`` (``status="error"``), so an agent can read it and correct itself (a small
+  model's first guess at a path is often ``/workspace/x``) instead of dying on the first slip. A
+  typed tool step reads the same status and fails as ``tool_error`` with that message.
 - Sizes are capped (a read, a listing, the search hits, a write) so one call cannot flood a prompt
   or fill a disk; a truncated answer says so.
-- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so the executor
-  hands a step that names it to an agent that fills the arguments in, rather than passing the
-  step's prose description as a path.
+- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a step names it
+  with its arguments (a typed tool step), or one model call fills them in; the step's prose
+  description is never passed as a path.
 """
 
 from __future__ import annotations
