@@ -115,6 +115,10 @@ def test_run_with_a_failing_step_blocks_its_dependent(tmp_path: Path, capsys: py
     assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_FAILED
     report = _json(capsys)
     assert {s["id"]: s["status"] for s in report["steps"]} == {"find": "failed", "files": "skipped"}
+    # one line says why: the loop's error and the step that failed, with its kind
+    assert report["why"].startswith("max_iterations (1) reached; 1 step(s) failed, the last find: model_error:")
+    assert main(["show", "--config", str(cfg), "--thread", report["thread_id"]]) == EXIT_FAILED
+    assert "failed: max_iterations (1) reached; 1 step(s) failed" in capsys.readouterr().out
 
 
 def test_config_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
