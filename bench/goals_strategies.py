@@ -178,8 +178,7 @@ def _final_text(messages: list[Any]) -> str:
 async def run_ours(env: GoalEnv) -> RunOutcome:
     from langgraph.errors import GraphRecursionError
 
-    from soothe_planner.config import resolve_persistence
-    from soothe_planner.config.schema import CheckpointConfig
+    from soothe_planner.config import CheckpointConfig, resolve_persistence
     from soothe_planner.graph import build_strange_loop, goal_input, run_config
     from soothe_planner.models import PlanContext
 
@@ -220,7 +219,8 @@ def _step_audit(manager: dict[str, Any] | None) -> list[dict[str, Any]]:
     for step in PlanManager.from_dict(manager).nodes:
         result = step.result
         out.append({
-            "id": step.id, "description": step.description, "tools": list(step.tools), "status": step.status,
+            "id": step.id, "description": step.description, "tool": step.tool, "args": step.args,
+            "tools": list(step.tools), "subagent": step.subagent, "status": step.status,
             "output": (result.output[:AUDIT_CHARS] if result is not None else ""),
             "error": (result.error if result is not None else None),
             "error_type": (result.error_type if result is not None else None),

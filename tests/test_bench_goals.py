@@ -309,6 +309,13 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     assert actors["liar"]["totals"]["success"] == 0
     assert all(r["violations"] == [{"path": EXTRA_FILE, "change": "created"}] for r in actors["vandal"]["goals"])
     assert "| report | success |" in printed
+    # the audit trail: what the run did to write the file is in the results
+    detail = actors["honest"]["goals"][0]["detail"]
+    if strategy == "ours":
+        assert [s["status"] for s in detail["steps"]] == ["completed"]
+    else:
+        calls = detail["tool_calls"] if strategy == "react" else detail["steps"][0]["tool_calls"]
+        assert calls and calls[0].startswith('write_file({"path": "REPORT.md"')
 
 
 def test_a_malformed_suite_stops_the_command_with_exit_2(tmp_path: Path, config_path: Path,
