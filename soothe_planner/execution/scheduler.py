@@ -226,8 +226,8 @@ class StepExecutor:
         slots = self.controller.step_limit or None
         max_running = 1 if execution_mode == "sequential" else slots
         order = StepOrder(manager)  # computed once per run: the plan only changes between runs
-        running: dict[asyncio.Task[tuple[StepResult, bool, StepOutput | None]], PlanStep] = {}
-        finished: asyncio.Queue[asyncio.Task[tuple[StepResult, bool, StepOutput | None]]] = asyncio.Queue()
+        running: dict[asyncio.Task[tuple[StepResult, bool]], PlanStep] = {}
+        finished: asyncio.Queue[asyncio.Task[tuple[StepResult, bool]]] = asyncio.Queue()
         results: list[StepResult] = []
         try:
             while True:
@@ -250,10 +250,10 @@ class StepExecutor:
                 for task in done:
                     running.pop(task)
                     # A failing step is a failed result; only a broken journal raises (ExecutionError).
-                    result, replayed, produced = task.result()
+                    result, replayed = task.result()
                     extra = manager.record_step_outcomes([result])
                     results.append(result)
-                    await emit.completed(result, replayed=replayed, produced=produced)
+                    await emit.completed(result, replayed=replayed)
                     for skipped in extra:
                         results.append(skipped)
                         await emit.completed(skipped)
@@ -273,7 +273,7 @@ class StepExecutor:
         thread_id: str | None,
         journal: BaseStore | None,
         scope: str,
-    ) -> tuple[StepResult, bool, StepOutput | None]:
+    ) -> tuple[StepResult, bool]:
         attempt = step.attempts + 1  # the manager counts attempts when an outcome is recorded
         # Store namespace labels may not contain dots; thread ids may, so the scope is hashed.
         namespace = (JOURNAL_NAMESPACE, hashlib.sha256(scope.encode("utf-8")).hexdigest()[:32])
@@ -289,7 +289,7 @@ class StepExecutor:
             if item is not None:
                 replayed = StepResult.model_validate(item.value)
                 await emit.started(step, attempt, replayed=True)
-                return replayed, True, None
+                return replayed, True
         # The idempotency key a side-effecting tool can use (see the module docstring): stable for
         # one attempt of one step of one goal run, the same in the run that resumes it.
         _STEP_META.set({
@@ -302,9 +302,9 @@ class StepExecutor:
         async with self.controller.step():
             if uses_subagent:
                 async with self.controller.subagent():
-                    result, produced = await self._timed(manager, step, attempt, thread_id, emit)
+                    result = await self._timed(manager, step, attempt, thread_id, emit)
             else:
-                result, produced = await self._timed(manager, step, attempt, thread_id, emit)
+                result = await self._timed(manager, step, attempt, thread_id, emit)
         if journal is not None:
             # Written before the scheduler sees the result, so before any dependent can start.
             try:
@@ -315,21 +315,21 @@ class StepExecutor:
                     f"step {step.id!r} finished but its result could not be journaled "
                     f"({type(exc).__name__}: {exc}); the run stops so the step is not silently repeated"
                 ) from exc
-        return result, False, produced
+        return result, False
 
     async def _timed(
         self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
-    ) -> tuple[StepResult, StepOutput | None]:
+    ) -> StepResult:
         # One ``step:<id>`` span per attempt (a no-op without callbacks), so a trace shows each
         # step with its status and the tool or agent calls it made nested under it.
         async with trace_step(step.id, description=step.description) as span:
-            result, produced = await self._attempt(manager, step, attempt, thread_id, emit)
+            result = await self._attempt(manager, step, attempt, thread_id, emit)
             await span.finish(result)
-        return result, produced
+        return result
 
     async def _attempt(
         self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
-    ) -> tuple[StepResult, StepOutput | None]:
+    ) -> StepResult:
         await emit.started(step, attempt)
         start = time.perf_counter()
         error_type, error = None, None
@@ -357,7 +357,9 @@ class StepExecutor:
             raise
         except Exception as exc:  # a runner bug is still a step failure, not a crashed loop
             error_type, error = "runner_error", f"step {step.id!r}: {type(exc).__name__}: {exc}"
-        result = StepResult(
+        if produced is not None:
+            emit.note(step.id, produced)
+        return StepResult(
             step_id=step.id,
             success=error_type is None,
             output=produced.text if produced is not None else "",
@@ -368,7 +370,6 @@ class StepExecutor:
             thread_id=thread_id,
             attempt=attempt,
         )
-        return result, produced
 
 
 class _CompletedResults(Mapping[str, StepResult]):
@@ -433,6 +434,11 @@ class _Emitter:
         self.sink = sink
         self.writer = writer
         self.thread_id = thread_id
+        self._produced: dict[str, StepOutput] = {}
+
+    def note(self, step_id: str, produced: StepOutput) -> None:
+        """How a step ran, kept for its ``step_completed`` event (sent once the manager recorded it)."""
+        self._produced[step_id] = produced
 
     async def _send(self, event: dict[str, Any]) -> None:
         event["thread_id"] = self.thread_id
@@ -449,9 +455,8 @@ class _Emitter:
              "attempt": attempt, "replayed": replayed}
         )
 
-    async def completed(
-        self, result: StepResult, *, replayed: bool = False, produced: StepOutput | None = None
-    ) -> None:
+    async def completed(self, result: StepResult, *, replayed: bool = False) -> None:
+        produced = self._produced.pop(result.step_id, None)
         out = result.output if len(result.output) <= OUTPUT_EXCERPT_CHARS else result.output[:OUTPUT_EXCERPT_CHARS] + "…"
         event = {
             "event": "step_completed", "step_id": result.step_id, "success": result.success,

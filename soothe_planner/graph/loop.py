@@ -16,9 +16,8 @@ What was weighed:
 
 - **Plan mode.** The planner is offered the executor's read-only tools plus subagents and remote
   graphs; the plan manager's allow-list is the same set, so a plan naming a write tool is rejected
-  before anything runs. ``plan_mode=False`` offers everything. (A step that names no tool is a
-  model step, with no tools; the default agent, for a step hinted ``agent``, gets the read-only
-  tools.)
+  before anything runs. Execution still has every tool (a step that names none goes to the default
+  agent over the full set). ``plan_mode=False`` offers everything.
 - **Crash and resume.** Checkpoints are written at node boundaries; the ``execute`` node may run
   for long. Each finished step is written through to the graph's store (the step journal, see
   ``execution/scheduler.py``) before its dependents start, and a rerun of ``execute`` after a kill
