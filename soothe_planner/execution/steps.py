@@ -124,8 +124,12 @@ class StepOutput:
     from_text: bool = False
 
 
-def step_kind(step: PlanStep, tools: Mapping[str, BaseTool] | None = None) -> StepKind:
-    """Which runner a step gets (the table in the module docstring)."""
+def step_kind(
+    step: PlanStep,
+    tools: Mapping[str, BaseTool] | None = None,
+    string_field: Callable[[BaseTool], str | None] = single_string_field,
+) -> StepKind:
+    """Which runner a step gets (the table in the module docstring); ``string_field`` may be cached."""
     if step.subagent or step.execution_hint == "remote":
         return "remote" if step.execution_hint == "remote" else "subagent"
     if step.execution_hint == "agent":
@@ -136,7 +140,7 @@ def step_kind(step: PlanStep, tools: Mapping[str, BaseTool] | None = None) -> St
         return "agent"
     if step.tools:
         tool = (tools or {}).get(step.tools[0])
-        return "tool_input" if tool is not None and single_string_field(tool) is not None else "tool_args"
+        return "tool_input" if tool is not None and string_field(tool) is not None else "tool_args"
     return "model"
 
 
@@ -216,7 +220,8 @@ class StepRunner:
         config: dict[str, Any],
     ) -> StepOutput:
         """Run ``step``; raise ``StepFailure``/``NoRunnerError``/``BadReferenceError`` when it fails."""
-        kind = step_kind(step, self.tools)
+        # The tool's schema is walked once per tool, not per step: it is a measurable part of a short step.
+        kind = step_kind(step, self.tools, self._field)
         if kind in ("subagent", "remote"):
             return await self._delegate(manager, step, completed, briefing, config)
         if kind == "agent":
