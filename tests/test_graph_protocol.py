@@ -221,3 +221,23 @@ def test_the_llm_planner_conforms_to_both_protocols_by_signature() -> None:
     planner = LLMPlanner(ScriptedChatModel(responses=[]))
     assert protocol_mismatches(planner, LoopPlannerProtocol) == []
     assert protocol_mismatches(planner, PlannerProtocol) == []
+
+
+async def test_each_node_decodes_the_plan_manager_at_most_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections import Counter
+
+    from langgraph.config import get_config
+
+    decodes: Counter[str] = Counter()
+    real = PlanManager.from_dict.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[PlanManager], data: Any) -> PlanManager:
+        decodes[get_config()["metadata"]["langgraph_node"]] += 1
+        manager: PlanManager = real(cls, data)
+        return manager
+
+    monkeypatch.setattr(PlanManager, "from_dict", classmethod(counting))
+    _, _, nodes = await _run(OneStepAtATime(), synthesize=True)
+    ran = Counter(nodes)
+    assert decodes and all(decodes[node] <= ran[node] for node in decodes), (decodes, ran)
+    assert decodes["intake"] == 0  # routing needs no DAG
