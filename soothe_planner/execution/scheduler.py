@@ -58,7 +58,7 @@ import inspect
 import json
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
@@ -69,7 +69,7 @@ from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for
 from soothe_planner.execution.runners import NoRunnerError, StepFailure
 from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
-from soothe_planner.models import Capability, PlanStep, StepResult
+from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class StepExecutor:
         self,
         manager: PlanManager,
         *,
-        execution_mode: Literal["parallel", "sequential", "dependency"] | str = "dependency",
+        execution_mode: ExecutionMode | str = "dependency",
         on_event: EventSink | None = None,
         thread_id: str | None = None,
         journal: BaseStore | None = None,
