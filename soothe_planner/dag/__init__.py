@@ -6,6 +6,10 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.dag.arg_schema import (
+    check_args,
+    signature,
+)
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
     blocked_result,
@@ -21,21 +25,41 @@ from soothe_planner.dag.render import (
     mermaid,
     planning_context,
 )
+from soothe_planner.dag.step_refs import (
+    REFERENCE_RE,
+    Reference,
+    arg_strings,
+    map_arg_strings,
+    parse_token,
+    references_in,
+)
+from soothe_planner.dag.step_refs import (
+    canonical as canonical_reference,
+)
 from soothe_planner.dag.validation import (
     StepLike,
     listing,
 )
 
 __all__ = [
+    "REFERENCE_RE",
     "IngestReport",
     "PlanDAG",
     "PlanManager",
     "PlanRevision",
+    "Reference",
     "StepLike",
+    "arg_strings",
     "blocked_result",
+    "canonical_reference",
+    "check_args",
     "find_cycle",
     "listing",
+    "map_arg_strings",
     "mermaid",
+    "parse_token",
     "planning_context",
+    "references_in",
+    "signature",
     "validate_steps",
 ]
