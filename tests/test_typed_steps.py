@@ -232,4 +232,4 @@ def test_the_planning_context_shows_a_typed_steps_call_so_a_replan_sees_the_args
     pm = PlanManager("g", capabilities=list(CAPS.values()))
     pm.ingest(AgentDecision(steps=[typed("s1", "read_file", {"path": "conf/server.toml"}, description="read the config")]))
     pm.record_step_outcomes([StepResult(step_id="s1", success=False, error="not a file", error_type="tool_error")])
-    assert pm.planning_context().splitlines()[0] == 's1 [failed] read the config via read_file {"path": "conf/server.toml"}'
+    assert pm.dag_prompt().splitlines()[0] == 's1 [failed] read the config via read_file {"path": "conf/server.toml"}'

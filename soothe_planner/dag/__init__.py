@@ -14,6 +14,7 @@ from soothe_planner.dag.plan_dag import (
     PlanDAG,
     blocked_result,
     find_cycle,
+    latest_results,
     validate_steps,
 )
 from soothe_planner.dag.plan_manager import (
@@ -22,8 +23,8 @@ from soothe_planner.dag.plan_manager import (
     PlanRevision,
 )
 from soothe_planner.dag.render import (
+    dag_prompt,
     mermaid,
-    planning_context,
 )
 from soothe_planner.dag.step_refs import (
     REFERENCE_RE,
@@ -53,12 +54,13 @@ __all__ = [
     "blocked_result",
     "canonical_reference",
     "check_args",
+    "dag_prompt",
     "find_cycle",
+    "latest_results",
     "listing",
     "map_arg_strings",
     "mermaid",
     "parse_token",
-    "planning_context",
     "references_in",
     "signature",
     "validate_steps",
