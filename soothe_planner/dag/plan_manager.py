@@ -10,11 +10,9 @@ did to it. What was weighed:
   again", never "rewrite what happened". A step id naming a pending node refreshes that node.
 - **Validate whole, then mutate.** Every ingest is checked first (``dag.validate_steps``); on any
   error the manager is unchanged. The same holds for a batch of step outcomes.
-- **Typed tool steps are checked against what is offered.** Given ``capabilities`` (plain
-  ``Capability`` data: name, kind, description, argument schema — nothing of LangChain reaches this
-  layer), a typed step's args are checked against its tool's schema and no description may be a
-  tool's own; the allow-list is their names unless ``allowed_capabilities`` says otherwise. A
-  renamed id is followed by the references in args (``{{s1.output}}``) as by ``depends_on``.
+- **Typed tool steps are checked against what is offered**: ``capabilities`` (plain data, no
+  LangChain) give the tools' argument schemas and descriptions, and by default the allow-list. A
+  renamed id is followed by references in args (``{{s1.output}}``) as by ``depends_on``.
 - **Nothing disappears silently.** ``replace=True`` (after a ``replan``) supersedes pending nodes
   the decision does not list: they stay in the graph as ``skipped`` with a ``superseded`` result
   (deleting them would leave dangling edges from finished steps and free their ids for other
@@ -251,12 +249,8 @@ class PlanManager:
         replace: bool = False,
         capabilities: Sequence[Capability] | None = None,
     ) -> list[str]:
-        """What ``ingest`` would reject, without changing anything.
-
-        ``capabilities`` checks typed tool steps against these instead of the manager's own (a
-        planner that knows the offered tools' schemas validates with them whatever the manager was
-        built with).
-        """
+        """What ``ingest`` would reject, without changing anything; ``capabilities`` replace the
+        manager's own for the typed-step checks (a planner validates with what it offered)."""
         d = self._decision_of(decision)
         caps = None if capabilities is None else {c.name: c for c in capabilities}
         return [] if d is None or not d.steps else self._prepare(d, replace, caps).errors

@@ -70,18 +70,16 @@ Typed tool steps (``typed_args``; a step with neither tool nor subagent is a mod
     entry ``{"name": ..., "args": {...}}``); a typed step's own ``tools`` list is dropped.
   - args on a step with no tool (a model step) are dropped, after their references became
     dependencies.
-  - with the tool's argument schema known: JSON-schema keywords the tool does not take
+  - with the tool's argument schema known: JSON-schema keywords it takes no argument for
     (``additionalProperties``, ``type``, ``properties``, ``required``, ``$schema``, ``$defs``,
-    ``title``) are dropped from args, and args written as a schema (``{"type": "object",
-    "properties": {"path": "a.txt"}}``) are read from under ``properties``; a number or boolean
-    given for a text argument is written as text. With no schema known only
-    ``additionalProperties``, ``$schema`` and ``$defs`` are dropped.
-  - references in args, in any of ``{{s1}}``, ``{{ s1.output }}``, ``{{s1.result}}``,
-    ``{{step_s1.output}}``, ``{{steps.s1.output}}``, ``{s1.output}``, ``$s1.output``,
-    ``${s1.output}`` (and ``.result``, and a field after either), are rewritten as the canonical
-    ``{{s1.output}}`` (``{{s1.output.field}}``); a double-brace reference to no known step is left
-    as written for the validator to name. A reference to a known step the referencing step does
-    not wait for (directly or through this plan's dependencies) adds that dependency.
+    ``title``) are dropped from args, args written as a schema are read from under
+    ``properties``, and a number or boolean for a text argument is written as text. With no
+    schema known only ``additionalProperties``, ``$schema`` and ``$defs`` are dropped.
+  - references in args written ``{{s1}}``, ``{{ s1.output }}``, ``{{s1.result}}``,
+    ``{{step_s1.output}}``, ``{{steps.s1.output}}``, ``{s1.output}``, ``$s1.output`` or
+    ``${s1.output}`` (a field may follow) become the canonical ``{{s1.output}}``; a double-brace
+    reference to no known step is left for the validator to name. A reference to a known step
+    not waited for (directly or through this plan's dependencies) adds that dependency.
   - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
     number ``k`` in a dependency means the k-th step, counted from 1 — unless some dependency is
     ``0``: then the numbering is ambiguous and no number is read as a position.
