@@ -105,17 +105,18 @@ async def test_a_typed_write_step_fed_by_reference_writes_exactly_the_model_step
 
 async def test_a_typed_step_that_fails_says_why_with_its_own_kind(workspace: Path) -> None:
     ex = StepExecutor(tools=_tools(workspace))
-    pm = _manager(
-        [
-            # the built-ins return their errors as messages (handle_tool_error): still a failure
-            {"id": "missing", "description": "read", "tool": "read_file", "args": {"path": "nope.md"}},
-            {"id": "bad_args", "description": "read", "tool": "read_file", "args": {"pth": "notes.md"}},
-            {"id": "unknown", "description": "delete", "tool": "rm_rf", "args": {"path": "."}},
-            {"id": "denied", "description": "write", "tool": "write_file", "args": {"path": "x", "content": "y"}},
-            {"id": "dangling", "description": "write", "tool": "read_file", "args": {"path": "{{s9.output}}"}},
-        ],
-        allowed_capabilities={"read_file", "list_dir", "search_text", "rm_rf"},
-    )
+    # Ingest refuses most of these already (args, allow-list, references); the executor must refuse
+    # them too, for a plan that reached it another way, so the checks are bypassed here.
+    pm = _manager([
+        # the built-ins return their errors as messages (handle_tool_error): still a failure
+        {"id": "missing", "description": "read", "tool": "read_file", "args": {"path": "nope.md"}},
+        {"id": "bad_args", "description": "read", "tool": "read_file", "args": {"pth": "notes.md"}},
+        {"id": "unknown", "description": "delete", "tool": "rm_rf", "args": {"path": "."}},
+        {"id": "denied", "description": "write", "tool": "write_file", "args": {"path": "x", "content": "y"}},
+        {"id": "dangling", "description": "write", "tool": "read_file", "args": {"path": "notes.md"}},
+    ])
+    pm.allowed_capabilities = frozenset({"read_file", "list_dir", "search_text", "rm_rf"})  # type: ignore[misc]
+    pm.node("dangling").args = {"path": "{{s9.output}}"}
     results = await _run(ex, pm)
     kinds = {sid: (r.error_type, r.error or "") for sid, r in results.items()}
     assert kinds["missing"][0] == "tool_error" and "'nope.md' is not a file" in kinds["missing"][1]
