@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from soothe_planner.dag import REFERENCE_RE, map_arg_strings, parse_token
 from soothe_planner.models import StepResult
 
 __all__ = [
@@ -43,9 +44,9 @@ __all__ = [
     "resolve_references",
 ]
 
-# Step ids may contain dots, so the whole token is captured and split afterwards.
-_REF_RE = re.compile(r"\{\{\s*([A-Za-z0-9_][A-Za-z0-9_.-]*)\s*\}\}")
-_SUFFIX_RE = re.compile(r"^(?P<id>.+?)\.(?:output|result)(?:\.(?P<field>[A-Za-z0-9_]+))?$")
+# One grammar of references for the whole package: validation reads them at ingest with the same
+# pattern and parser (``dag/step_refs.py``), so what passes ingest is what resolves here.
+_REF_RE = REFERENCE_RE
 
 DEPENDENCY_EXCERPT_CHARS = 4000
 """How much of one dependency's output is appended to a step's task."""
@@ -62,24 +63,10 @@ class _Ref:
     field: str | None
 
 
-def _candidates(step_id: str) -> list[str]:
-    out = [step_id]
-    if step_id.startswith("step_") and len(step_id) > 5:
-        out.append(step_id[5:])
-    return out
-
-
 def _parse(token: str, known: Mapping[str, object]) -> _Ref:
     # An exact id wins ("s1.output" could in principle be an id: ids may contain dots).
-    for cand in _candidates(token):
-        if cand in known:
-            return _Ref(token, cand, None)
-    m = _SUFFIX_RE.match(token)
-    base, field = (m.group("id"), m.group("field")) if m else (token, None)
-    for cand in _candidates(base):
-        if cand in known:
-            return _Ref(token, cand, field)
-    return _Ref(token, base, field)
+    step_id, field = parse_token(token, known)
+    return _Ref(token, step_id, field)
 
 
 def find_references(text: str, known_ids: Sequence[str]) -> list[str]:
@@ -137,18 +124,12 @@ def resolve_args(args: Mapping[str, Any], completed: Mapping[str, StepResult]) -
     """A typed tool step's args with every reference in a string (at any depth) replaced by the output."""
     used: list[str] = []
 
-    def walk(value: Any) -> Any:
-        if isinstance(value, str):
-            text, ids = resolve_references(value, completed)
-            used.extend(ids)
-            return text
-        if isinstance(value, Mapping):
-            return {k: walk(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [walk(v) for v in value]
-        return value
+    def resolve(text: str) -> str:
+        resolved, ids = resolve_references(text, completed)
+        used.extend(ids)
+        return resolved
 
-    return {k: walk(v) for k, v in args.items()}, used
+    return {k: map_arg_strings(v, resolve) for k, v in args.items()}, used
 
 
 @dataclass(frozen=True)
