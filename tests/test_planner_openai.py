@@ -123,7 +123,7 @@ async def test_continue_then_new_plan_through_each_method(method: str) -> None:
     assert [s.id for s in result.decision.steps] == ["s1", "s2"]
     assert result.decision.steps[1].depends_on == ["s1"]
     assert_method(fake.requests[1], method, "GeneratePlan")
-    assert p.stats["structured_ok"] == 2
+    assert p.stats.structured_ok == 2
     pm.ingest(result.decision, 1)
     assert [s.id for s in pm.ready_steps()] == ["s1"]
 
@@ -165,7 +165,7 @@ async def test_server_error_is_retried_as_transport() -> None:
     p, fake = openai_planner([500, ASSESS_DONE], "json_schema")
     evidence = [StepResult(step_id="s1", success=True, output="x")]
     result = await p.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
-    assert result.status == "done" and p.stats["transport_retry"] == 1 and len(fake.requests) == 2
+    assert result.status == "done" and p.stats.transport_retry == 1 and len(fake.requests) == 2
 
 
 async def test_a_rejected_response_format_falls_back_to_a_raw_call() -> None:
@@ -173,7 +173,7 @@ async def test_a_rejected_response_format_falls_back_to_a_raw_call() -> None:
     p, fake = openai_planner([400, json.dumps(ASSESS_DONE)], "json_schema")
     evidence = [StepResult(step_id="s1", success=True, output="x")]
     result = await p.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
-    assert result.status == "done" and p.stats["raw_fallback"] == 1
+    assert result.status == "done" and p.stats.raw_fallback == 1
     assert "response_format" not in fake.requests[1]
 
 
@@ -182,4 +182,5 @@ async def test_persistent_garbage_through_openai_raises_with_attempts() -> None:
     with pytest.raises(PlanGenerationError) as info:
         await p.plan(GOAL, LoopState(goal=GOAL, iteration=1), CTX)
     assert len(info.value.attempts) >= 4
+
 
