@@ -9,9 +9,10 @@ from __future__ import annotations
 from soothe_planner.cli.app import (
     EXIT_DONE,
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_PAUSED,
     EXIT_USAGE,
-    build_parser,
+    cli,
     main,
 )
 from soothe_planner.cli.terminal import (
@@ -27,10 +28,11 @@ from soothe_planner.cli.terminal import (
 __all__ = [
     "EXIT_DONE",
     "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
     "EXIT_PAUSED",
     "EXIT_USAGE",
     "RunView",
-    "build_parser",
+    "cli",
     "main",
     "plan_json",
     "plan_mermaid",
