@@ -331,3 +331,15 @@ def test_an_interrupt_exits_130_with_one_line(
     assert capsys.readouterr().err == "soothe-planner: error: interrupted\n"
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == EXIT_INTERRUPTED and result.stderr == "soothe-planner: error: interrupted\n"
+
+
+def test_help_and_usage_mistakes_do_not_load_the_library() -> None:
+    # the console script imports soothe_planner.cli: its terminal renderings come at first use
+    code = ("import sys; from soothe_planner.cli import main; main(['--help']); main(['run', 'goal']); "
+            "print(sorted(m for m in ('langchain_core', 'langgraph', 'pydantic') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    from soothe_planner.cli import RunView, plan_table  # named by the front door all the same
+
+    assert callable(plan_table) and RunView.__name__ == "RunView"
