@@ -2,9 +2,9 @@
 
 Three strategies, each ``async (GoalEnv) -> RunOutcome``:
 
-- ``ours`` — the StrangeLoop as the config sets it: ``resolve_run`` and ``build_strange_loop`` as
-  the CLI builds them, honouring ``run.intake`` and ``run.synthesize``; ``run.approval`` is off
-  (nobody is there to approve). Its checkpointer is in memory: the loop's behaviour does not depend
+- ``ours`` — the StrangeLoop as the config sets it: ``resolve_run`` and ``ResolvedRun.graph``, the
+  one builder the CLI and the server use, so every key is read as they read it; ``run.approval``
+  is off (nobody is there to approve). Its checkpointer is in memory: the loop's behaviour does not depend
   on the backend, and a benchmark should leave no SQLite file behind.
 - ``react`` — LangGraph's prebuilt ReAct agent (``create_react_agent``) over the same tools, the
   goal as one human message: what a user would pick instead. Its final answer is its last AI
@@ -35,7 +35,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -138,7 +138,7 @@ class GoalEnv:
 
 
 def goal_env(goal: str, config: Any, model: BaseChatModel) -> GoalEnv:
-    """The run's machinery for ``config``, sharing ``model``; until a one-call builder exists, as the CLI does it."""
+    """The run's machinery for ``config``, sharing ``model``, resolved as the CLI resolves it."""
     from soothe_planner.config import resolve_run
 
     return GoalEnv(goal=goal, config=config, model=model, resolved=resolve_run(config, model), counter=UsageCounter())
@@ -179,25 +179,16 @@ async def run_ours(env: GoalEnv) -> RunOutcome:
     from langgraph.errors import GraphRecursionError
 
     from soothe_planner.config import CheckpointConfig, resolve_persistence
-    from soothe_planner.graph import build_strange_loop, goal_input, run_config
-    from soothe_planner.models import PlanContext
+    from soothe_planner.graph import goal_input, run_config
 
-    cfg = env.config.model_copy(update={"checkpoint": CheckpointConfig(backend="memory")})
+    cfg = env.config.model_copy(update={
+        "checkpoint": CheckpointConfig(backend="memory"),
+        "run": env.config.run.model_copy(update={"approval": False}),
+    })
     thread_id = uuid.uuid4().hex[:12]
     async with resolve_persistence(cfg) as persistence:
-        graph = build_strange_loop(
-            env.resolved.planner,
-            env.resolved.executor,
-            checkpointer=persistence.checkpointer,
-            store=persistence.store,
-            approval=False,
-            context=PlanContext(workspace=str(cfg.execution.workspace)),
-            failure_policy=cfg.execution.failure_policy,
-            synthesize=cfg.run.synthesize,
-        )
+        graph = replace(env.resolved, config=cfg).graph(checkpointer=persistence.checkpointer, store=persistence.store)
         inp = goal_input(env.goal, thread_id=thread_id, max_iterations=cfg.planner.max_iterations)
-        if not cfg.run.intake:
-            inp["intake"] = "complex"  # as the CLI does: every goal gets the full loop
         try:
             values = await graph.ainvoke(inp, env.run_config(**run_config(thread_id, cfg.planner.max_iterations)))
         except GraphRecursionError:

@@ -31,9 +31,11 @@ from soothe_planner.models import (
     AgentDecision,
     ContinuationAssessment,
     ExecutionHint,
+    ExecutionMode,
     StatusAssessment,
     StepAction,
     _clamp01,
+    execution_mode_of,
 )
 
 __all__ = [
@@ -104,7 +106,8 @@ class GeneratePlan(_Wire):
     """Decide the next steps toward the goal."""
 
     plan_action: Literal["new", "keep"] = Field(description="new: steps below; keep: in-flight plan stands")
-    execution_mode: Literal["parallel", "sequential", "dependency"] = Field(default="dependency")
+    # Only the modes that schedule differently are offered; an old reply's "parallel" is still read.
+    execution_mode: Annotated[ExecutionMode, BeforeValidator(execution_mode_of)] = Field(default="dependency")
     next_action: Text(300) = Field(default="", description="One sentence: what happens next")  # type: ignore[valid-type]
     steps: list[PlanStepSpec] = Field(default_factory=list, max_length=WIRE_MAX_STEPS)
 

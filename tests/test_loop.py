@@ -76,8 +76,9 @@ async def test_one_iteration_then_done_streams_events_in_order() -> None:
         "plan_assess",
         "goal_completion",
     ]
-    results = {r["step_id"]: r for r in state["step_results"]}
-    assert results["s2"]["output"] == "read(reread read(do s1))"
+    results = {r.step_id: r for r in PlanManager.from_dict(state["plan_manager"]).step_results()}
+    assert results["s2"].output == "read(reread read(do s1))"
+    assert "step_results" not in state  # a result's one home is its DAG node
     assert "s2: read(reread" in state["final_answer"]
     # iteration 0 has no evidence and no plan: its assessment is known without a call
     assert script.schemas() == ["RouteIntake", "GeneratePlan", "AssessStatus"]
@@ -335,10 +336,13 @@ async def test_a_follow_up_repeating_the_same_goal_on_a_thread_runs_its_steps_ag
     assert log == ["do s1", "do s1"]  # the journal of the first run was not replayed
 
 
-async def test_the_compiled_graph_carries_a_recursion_limit_from_the_planners_max_iterations() -> None:
+async def test_the_compiled_graph_carries_a_recursion_limit_from_its_max_iterations() -> None:
     from soothe_planner.graph.loop import recursion_limit_for
     from soothe_planner.models import PlannerSettings
 
     script = PhaseScript()
-    graph = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor())
+    graph = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor(), max_iterations=2)
     assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)
+    # an option of the graph, not read from one planner's settings
+    default = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor())
+    assert default.config is not None and default.config["recursion_limit"] == recursion_limit_for(10)

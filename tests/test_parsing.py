@@ -123,15 +123,24 @@ def test_execution_mode_next_action_and_reasoning_are_carried() -> None:
         json.dumps(
             {
                 "plan_action": "new",
-                "execution_mode": "Parallel",
+                "execution_mode": "Sequential",
                 "next_action": "fetch both",
                 "steps": [{"id": "s1", "description": "x"}],
             }
         )
     )
-    assert result.execution_mode == "parallel"
-    assert result.decision is not None and result.decision.execution_mode == "parallel"
+    assert result.execution_mode == "sequential"
+    assert result.decision is not None and result.decision.execution_mode == "sequential"
     assert result.next_action == "fetch both" and result.decision.reasoning == "fetch both"
+
+
+def test_parallel_an_old_name_that_ran_as_dependency_is_read_as_dependency_without_a_warning() -> None:
+    text = json.dumps({"plan_action": "new", "execution_mode": "Parallel", "steps": [{"id": "s1", "description": "x"}]})
+    result = parse_decision(text)
+    assert result.execution_mode == "dependency" and result.warnings == []
+    assert result.decision is not None and result.decision.execution_mode == "dependency"
+    odd = parse_decision(text.replace("Parallel", "eventually"))
+    assert odd.execution_mode == "dependency" and "'eventually' is not one of sequential, dependency" in odd.warnings[0]
 
 
 def test_execution_hint_is_derived_like_the_wire_conversion() -> None:

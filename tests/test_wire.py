@@ -78,6 +78,16 @@ def test_without_a_plan_in_flight_the_schema_offers_no_keep() -> None:
     assert generation_model(3, allow_keep=False) is first  # built once
 
 
+def test_the_schema_offers_only_execution_modes_that_schedule_differently() -> None:
+    offered = GeneratePlan.model_json_schema()["properties"]["execution_mode"]["enum"]
+    assert sorted(offered) == ["dependency", "sequential"]
+    one = [{"id": "s1", "description": "d"}]
+    old = GeneratePlan.model_validate({"plan_action": "new", "execution_mode": "parallel", "steps": one})
+    assert old.execution_mode == "dependency"  # an old reply's "parallel" still reads
+    with pytest.raises(ValidationError):
+        GeneratePlan.model_validate({"plan_action": "new", "execution_mode": "eventually", "steps": one})
+
+
 def test_new_generation_needs_steps() -> None:
     with pytest.raises(ValidationError, match="needs at least one step"):
         GeneratePlan.model_validate({"plan_action": "new"})
@@ -113,7 +123,7 @@ def test_contract_generation_dict_converts_to_a_decision_with_hints() -> None:
         ],
     }
     decision = to_decision(GeneratePlan.model_validate(json.loads(json.dumps(raw))))
-    assert decision.execution_mode == "parallel"
+    assert decision.execution_mode == "dependency"  # "parallel" ran exactly as "dependency"; read as it
     assert decision.reasoning == "gather then write"
     assert [s.execution_hint for s in decision.steps] == ["tool", "subagent", "auto"]
     assert decision.steps[2].depends_on == ["s1", "s2"]

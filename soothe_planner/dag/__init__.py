@@ -10,6 +10,7 @@ from soothe_planner.dag.plan_dag import (
     PlanDAG,
     blocked_result,
     find_cycle,
+    latest_results,
     validate_steps,
 )
 from soothe_planner.dag.plan_manager import (
@@ -18,8 +19,8 @@ from soothe_planner.dag.plan_manager import (
     PlanRevision,
 )
 from soothe_planner.dag.render import (
+    dag_prompt,
     mermaid,
-    planning_context,
 )
 from soothe_planner.dag.validation import (
     StepLike,
@@ -33,9 +34,10 @@ __all__ = [
     "PlanRevision",
     "StepLike",
     "blocked_result",
+    "dag_prompt",
     "find_cycle",
+    "latest_results",
     "listing",
     "mermaid",
-    "planning_context",
     "validate_steps",
 ]

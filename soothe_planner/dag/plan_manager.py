@@ -16,6 +16,10 @@ did to it. What was weighed:
   work) and are listed in the history. A failed step's dependents are skipped with a recorded
   ``blocked`` result.
 - **Failure policy is one rule for every path:** ``block``, or ``retry(n)`` then block.
+- **A step's result has one home: its node.** ``step_results()`` reads them back in the order they
+  were recorded (the order the loop's prompts and final summary show them in); the manager keeps
+  only that order of ids beside the nodes, never a second copy of a result. A ``superseded``
+  marker is not a result of running anything and is left out.
 - **State is plain data.** ``to_dict()`` is JSON-mode, so it rides in LangGraph checkpoints.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -45,6 +50,7 @@ from soothe_planner.models import (
     PlanStep,
     StepAction,
     StepResult,
+    execution_mode_of,
 )
 
 __all__ = ["IngestReport", "PlanManager", "PlanRevision"]
@@ -119,6 +125,8 @@ class PlanManager:
         self._reasoning = ""
         self.plan_id = uuid.uuid4().hex[:12]  # stable across to_plan() calls and revisions
         self._revision_base = 0  # a plan loaded with from_plan() keeps counting its revisions
+        # Step ids in the order their latest results were recorded (the results live on the nodes).
+        self._recorded: dict[str, None] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -139,6 +147,19 @@ class PlanManager:
     def results(self) -> dict[str, StepResult]:
         """Results of finished steps (a step waiting for a retry is not finished)."""
         return {n.id: n.result for n in self.dag.nodes.values() if n.finished and n.result is not None}
+
+    def step_results(self) -> list[StepResult]:
+        """The latest result of every step that ran or was blocked, in the order they were recorded.
+
+        A step waiting for a retry shows its failed attempt; ``superseded`` markers are left out.
+        """
+        nodes = self.dag.nodes
+        out = []
+        for sid in self._recorded:
+            r = nodes[sid].result
+            if r is not None and r.error_type != "superseded":
+                out.append(r)
+        return out
 
     def has_unfinished(self) -> bool:
         return self.dag.unfinished_count > 0
@@ -313,6 +334,7 @@ class PlanManager:
             raise PlanValidationError(errors, what="step outcomes")
         synthetic: list[StepResult] = []
         policy = self.failure_policy
+        recorded = self._recorded
         for r in todo:
             if r.success:  # checked above: pending or in progress, every dependency completed
                 dag._complete_runnable(nodes[r.step_id], r)
@@ -323,6 +345,11 @@ class PlanManager:
                     blocked = nodes[sid].result
                     assert blocked is not None
                     synthetic.append(blocked)
+        # The batch's own results first, then the blocked ones it caused: the order a caller who
+        # appended ``results`` and then the returned list would have.
+        for r in (*todo, *synthetic):
+            recorded.pop(r.step_id, None)
+            recorded[r.step_id] = None
         return synthetic
 
     # ------------------------------------------------------------------ views
@@ -353,15 +380,22 @@ class PlanManager:
             revision=self._revision_base + len(self.history),
         )
 
-    def planning_context(self, max_chars: int | None = None) -> str:
+    def dag_prompt(self, max_chars: int | None = None) -> str:
         """The DAG for a prompt: ``s2 [completed] Read the config <- s1`` plus a result excerpt per finished step.
 
         Over ``max_chars`` the longest excerpts are cut first; the ids and statuses of unfinished steps
-        are never dropped (the full order of giving way is in ``_plan_render``).
+        are never dropped (the full order of giving way is in ``dag/render.py``).
         """
-        return _plan_render.planning_context(
-            [self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars
+        return _plan_render.dag_prompt([self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars)
+
+    def planning_context(self, max_chars: int | None = None) -> str:
+        """Deprecated name of ``dag_prompt`` (``planning_context`` also named the ``PlanContext``)."""
+        warnings.warn(
+            "PlanManager.planning_context() is deprecated; call PlanManager.dag_prompt()",
+            DeprecationWarning,
+            stacklevel=2,
         )
+        return self.dag_prompt(max_chars)
 
     def to_mermaid(self) -> str:
         """A ``flowchart TD`` of the DAG with escaped labels and one style class per status."""
@@ -386,6 +420,7 @@ class PlanManager:
             "rename_counters": dict(self._counters),
             "execution_mode": self._mode,
             "reasoning": self._reasoning,
+            "recorded": list(self._recorded),
         }
 
     @classmethod
@@ -406,10 +441,17 @@ class PlanManager:
         pm.dag = PlanDAG.from_dict(data["dag"])
         pm.history = [PlanRevision.model_validate(h) for h in data["history"]]
         pm._counters = {str(k): int(v) for k, v in data["rename_counters"].items()}
-        pm._mode = data["execution_mode"]
+        pm._mode = execution_mode_of(data["execution_mode"])
         pm._reasoning = data["reasoning"]
         pm.plan_id, pm._revision_base = data["plan_id"], int(data["revision_base"])
+        recorded = data.get("recorded")
+        pm._recorded = dict.fromkeys(recorded) if recorded is not None else pm._recorded_from_nodes()
         return pm
+
+    def _recorded_from_nodes(self) -> dict[str, None]:
+        # A manager saved before the record order was kept, or built from a Plan: plan order is the
+        # best order known.
+        return {n.id: None for n in self.dag.nodes.values() if n.result is not None and not _superseded(n)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
@@ -424,4 +466,5 @@ class PlanManager:
         pm = cls(plan.goal, **kwargs)
         pm.dag.add(plan.steps)
         pm.plan_id, pm._revision_base, pm._reasoning = plan.id, plan.revision, plan.reasoning
+        pm._recorded = pm._recorded_from_nodes()
         return pm

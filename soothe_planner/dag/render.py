@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 
 from soothe_planner.models import PlanStep
 
-__all__ = ["mermaid", "planning_context"]
+__all__ = ["dag_prompt", "mermaid"]
 
 EXCERPT = 160
 LABEL = 60
@@ -74,7 +74,7 @@ def _render(order: Sequence[PlanStep], heads: dict[str, str], excerpts: dict[str
     return "\n".join(lines)
 
 
-def planning_context(
+def dag_prompt(
     order: Sequence[PlanStep], max_chars: int | None = None, *, shown_elsewhere: Collection[str] = ()
 ) -> str:
     """``order`` (dependencies first) as prompt text, within ``max_chars`` where the rules above allow.

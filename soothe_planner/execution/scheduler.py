@@ -48,7 +48,7 @@ import hashlib
 import inspect
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
@@ -65,7 +65,7 @@ from soothe_planner.execution.runners import (
     run_single_input_tool,
     single_string_field,
 )
-from soothe_planner.models import Capability, PlanStep, StepResult
+from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class StepExecutor:
         self,
         manager: PlanManager,
         *,
-        execution_mode: Literal["parallel", "sequential", "dependency"] | str = "dependency",
+        execution_mode: ExecutionMode | str = "dependency",
         on_event: EventSink | None = None,
         thread_id: str | None = None,
         journal: BaseStore | None = None,

@@ -42,8 +42,10 @@ Shapes of a plan
     fields.
   - ``plan_action`` missing: ``new`` when there are steps. ``keep`` with no steps: keep (no
     decision). ``keep`` with steps: keep, the steps ignored with a warning. ``plan_action`` and
-    ``execution_mode`` are read case-insensitively; an unknown ``execution_mode`` becomes
-    ``dependency`` (the mode that honours dependencies) with a warning. ``type: final`` is an
+    ``execution_mode`` are read case-insensitively; ``parallel``, a mode once offered that ran
+    exactly as ``dependency``, is read as ``dependency`` without a warning (old replies and
+    checkpoints hold it); any other unknown ``execution_mode`` becomes ``dependency`` (the mode
+    that honours dependencies) with a warning. ``type: final`` is an
     error: this parser reads plans.
 Fields of a step (the canonical name wins; an alias next to it is ignored with a warning)
   - id: ``id``, ``step_id``, ``stepId``; a number under ``step`` when no id is given. Ids and
@@ -92,7 +94,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from soothe_planner.errors import PlanParseError
-from soothe_planner.models import AgentDecision, ExecutionMode, StepAction
+from soothe_planner.models import AgentDecision, ExecutionMode, StepAction, execution_mode_of
 from soothe_planner.parsing.json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
 from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
@@ -111,7 +113,7 @@ M = TypeVar("M", bound=BaseModel)
 _LIST_KEYS = ("steps", "tasks")
 _WRAPPERS = ("plan", "decision")
 _PLAN_FIELDS = ("plan_action", "execution_mode", "next_action", "type", "reasoning")
-_MODES: tuple[ExecutionMode, ...] = ("parallel", "sequential", "dependency")
+_MODES: tuple[ExecutionMode, ...] = ("sequential", "dependency")
 
 
 @dataclass
@@ -307,7 +309,7 @@ def _plan_fields(
     mode: ExecutionMode = "dependency"
     raw_mode = head.get("execution_mode")
     if raw_mode is not None:
-        m = str(raw_mode).strip().lower()
+        m = execution_mode_of(str(raw_mode).strip().lower())
         if m in _MODES:
             mode = m
         else:

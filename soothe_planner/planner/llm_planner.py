@@ -45,7 +45,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
 from soothe_planner.concurrency import ConcurrencyController
-from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.dag import PlanManager, latest_results, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -114,7 +114,7 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     if state.iteration < 1 or state.current_decision is None:
         return []
     last = {s.id for s in state.current_decision.steps}
-    ids = [r.step_id for r in phases.latest_results(state.step_results)
+    ids = [r.step_id for r in latest_results(state.step_results)
            if r.step_id in last and not r.success and r.error_type != "blocked"]
     if pm is not None:
         ids = [i for i in ids if i in pm and pm.node(i).status == "failed"]
@@ -534,5 +534,5 @@ class LLMPlanner:
 
 
 def escape_plan(pm: PlanManager) -> str:
-    return escape_data(pm.planning_context())
+    return escape_data(pm.dag_prompt())
 

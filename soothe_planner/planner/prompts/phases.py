@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from soothe_planner.dag import planning_context as render_dag
+from soothe_planner.dag import dag_prompt, latest_results
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -66,15 +66,6 @@ GENERATE_EXCERPT = 800
 CONVERSATION_MESSAGES = 10
 
 
-def latest_results(results: Sequence[StepResult]) -> list[StepResult]:
-    """One result per step (its latest attempt), in the order the latest attempts arrived."""
-    by_id: dict[str, StepResult] = {}
-    for r in results:
-        by_id.pop(r.step_id, None)
-        by_id[r.step_id] = r
-    return list(by_id.values())
-
-
 def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
     """Every latest result except those of steps an earlier plan finished (the manager holds them)."""
     latest = latest_results(state.step_results)
@@ -111,7 +102,7 @@ def _steps_text(steps: Sequence[PlanStep], *, compact: bool, shown_elsewhere: Co
     """
     if compact:
         return escape_data("\n".join(f"{s.id} [{s.status}]" for s in steps)) or "(no steps yet)"
-    return escape_data(render_dag(steps, shown_elsewhere=shown_elsewhere))
+    return escape_data(dag_prompt(steps, shown_elsewhere=shown_elsewhere))
 
 
 def _plan_text(
