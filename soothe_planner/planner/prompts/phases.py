@@ -88,8 +88,9 @@ def _status_of(step_id: str, results: dict[str, StepResult]) -> StepStatus:
 def _decision_steps(decision: AgentDecision, results: dict[str, StepResult]) -> list[PlanStep]:
     """A decision's steps as DAG nodes, each with the status and result its latest attempt left."""
     return [
-        PlanStep(id=s.id, description=s.description, depends_on=list(s.depends_on), tools=list(s.tools),
-                 subagent=s.subagent, status=_status_of(s.id, results), result=results.get(s.id))
+        PlanStep(id=s.id, description=s.description, execution_hint=s.execution_hint, depends_on=list(s.depends_on),
+                 tools=list(s.tools), subagent=s.subagent, expected_output=s.expected_output, tool=s.tool,
+                 args=dict(s.args), status=_status_of(s.id, results), result=results.get(s.id))
         for s in decision.steps
     ]
 
