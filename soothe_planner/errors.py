@@ -19,12 +19,20 @@ value, the rule and, where there is one, the way out.
 
 Transport errors of the underlying model (timeouts, rate limits, HTTP 5xx) are not wrapped while
 they are being retried; when retries run out they end up inside a ``PlanGenerationError`` attempt.
+
+Every error survives a pickle round trip with its payload, because errors cross process boundaries
+(LangGraph Server workers, ``multiprocessing``). Python pickles an exception as ``cls(*args)``, and
+``args`` holds only the formatted message, so a class whose ``__init__`` takes other arguments
+fails to load. The root rebuilds instead from ``args`` and the instance's attributes, without
+calling ``__init__`` again: one rule in one place covers every subclass, present and future, and
+the message is restored as it was formatted. The alternative — a ``__reduce__`` per class listing
+its constructor arguments — breaks silently the day someone adds a class and forgets it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "ConfigError",
@@ -40,8 +48,19 @@ __all__ = [
 ]
 
 
+def _rebuild(cls: type[PlannerError], args: tuple[Any, ...]) -> PlannerError:
+    """Unpickle an error: its class and message, without running its ``__init__`` again."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
+
 class PlannerError(Exception):
     """Root of every error this package raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the attributes (``errors``, ``text``, ``attempts``, notes) travel as the state
+        return _rebuild, (type(self), self.args), dict(self.__dict__)
 
 
 class ConfigError(PlannerError):

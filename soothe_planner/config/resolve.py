@@ -151,6 +151,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
             temperature=temperature,
             max_tokens=max_tokens,
             extra_body={"max_tokens": max_tokens},
+            max_retries=0,  # the planner's transport policy retries; the SDK's 2 would multiply it
         )
     provider = PROVIDERS[kind]
     key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
@@ -158,7 +159,11 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
     if key is not None:
         kwargs["api_key"] = key
     try:
-        built: BaseChatModel = provider.chat_class()(**kwargs)
+        chat_class = provider.chat_class()
+        if "max_retries" in getattr(chat_class, "model_fields", {}):
+            # SDK retries run inside the LLM slot and multiply the planner's own (planner/transport.py)
+            kwargs["max_retries"] = 0
+        built: BaseChatModel = chat_class(**kwargs)
         return built
     except Exception as exc:
         raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None

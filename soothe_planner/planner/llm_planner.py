@@ -2,7 +2,7 @@
 
 Each loop iteration first asks the cheap question — is the goal done? — and pays for plan
 generation only when it is not, so a ``done`` at iteration ≥ 1 costs exactly one call. Every call
-goes through one robust path (``_calls.Caller``: structured output, salvage, one raw call, bounded
+goes through one robust path (``calls.Caller``: structured output, salvage, one raw call, bounded
 re-asks, transport retries) and one concurrency slot. A plan the model writes is validated whole
 (ids, dependencies, cycles, the step cap, the capability allow-list) and a broken one is re-asked
 like a parse error. When every attempt fails the caller gets a ``PlanGenerationError`` carrying
@@ -37,7 +37,6 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -65,6 +64,7 @@ from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object,
 from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -126,9 +126,8 @@ class LLMPlanner:
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
-    ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
-    transport_retry, degraded, guard_overrides, keep_without_plan, budget_trims, compact_briefing,
-    budget_overflow, failed.
+    ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
+    counter each.
     """
 
     def __init__(
@@ -144,7 +143,7 @@ class LLMPlanner:
         self.assess_model = assess_model or model
         self.settings = settings or PlannerSettings()
         self.controller = controller or ConcurrencyController()
-        self.stats: Counter[str] = Counter()
+        self.stats = PlannerStats()
         self._caller = Caller(self.settings, self.controller, self.stats)
         self._pm_factory = plan_manager_factory or self._default_manager
 
@@ -155,17 +154,17 @@ class LLMPlanner:
 
     def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
         if prompt.compact:
-            self.stats["compact_briefing"] += 1
+            self.stats.compact_briefing += 1
             logger.warning("%s: state trimmed and still over budget; the compact briefing replaced the instructions",
                            prompt.phase)
         if prompt.over_budget:
-            self.stats["budget_overflow"] += 1
+            self.stats.budget_overflow += 1
             logger.warning(
                 "%s: prompt of %d characters is over the budget of %d even after trimming state; sent whole",
                 prompt.phase, prompt.chars, prompt.budget_chars,
             )
         elif prompt.trimmed:
-            self.stats["budget_trims"] += 1
+            self.stats.budget_trims += 1
             logger.info("%s: trimmed %s to fit the prompt budget", prompt.phase, prompt.trimmed)
         return prompt
 
@@ -239,7 +238,7 @@ class LLMPlanner:
             if self.settings.on_failure != "degraded":
                 raise
             prev = state.previous_assessment
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-assess: degraded after %d attempts; not counted as progress", len(exc.attempts))
             return StatusAssessment(
                 status="continue", goal_progress=prev.goal_progress if prev else 0.0, confidence=0.0,
@@ -247,7 +246,7 @@ class LLMPlanner:
             )
         a = outcome.value
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
             a = a.model_copy(update={"status": "continue", "summary": f"[guard: done at iteration 0 with no evidence] {a.summary}".strip()})
         return a
@@ -279,7 +278,7 @@ class LLMPlanner:
                 max_steps=max_steps, instruction=instruction, allow_keep=True, replace=replace,
             )
             if gen.plan_action == "keep" and in_flight is None:
-                self.stats["keep_without_plan"] += 1
+                self.stats.keep_without_plan += 1
                 logger.warning("plan-generate: 'keep' with no plan in flight; asking once more for steps")
                 warnings.append("the model answered 'keep' with no plan in flight; steps were asked for")
                 gen = await self._generation_call(
@@ -290,7 +289,7 @@ class LLMPlanner:
         except PlanGenerationError as exc:
             if self.settings.on_failure != "degraded":
                 raise
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-generate: degraded after %d attempts; the in-flight plan (if any) stands", len(exc.attempts))
             prev = state.previous_assessment
             return PlanResult(
@@ -423,7 +422,7 @@ class LLMPlanner:
         self, goal: str, prior: list[str], context: PlanContext, tally: Tally, thread_id: str | None
     ) -> ContinuationAssessment:
         if context.intake == "complex":
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
         prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
         outcome = await self._caller.structured(
@@ -440,7 +439,7 @@ class LLMPlanner:
             elif not ca.reasoning.strip():
                 reason = "guard: bootstrap without reasoning overridden"
             if reason:
-                self.stats["guard_overrides"] += 1
+                self.stats.guard_overrides += 1
                 logger.warning("continuation: %s", reason)
                 ca = ContinuationAssessment(action="plan_generate", reasoning=f"{reason}. {ca.reasoning}".strip())
         return ca
