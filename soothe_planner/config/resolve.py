@@ -256,8 +256,12 @@ def _import_tool(spec: str) -> BaseTool:
 
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
+        # the files a later `resume` trusts: a tool that rewrote them could change what runs next
+        protected = [config.source] if config.source else []
+        if config.checkpoint.backend == "sqlite":
+            protected.append(str(config.checkpoint.path))
         try:
-            cache.update(make_builtin_tools(config.execution.workspace))
+            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
             raise ConfigError(
                 f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"
