@@ -10,18 +10,23 @@ The planner's and the executor's LLM calls must share ONE ``ConcurrencyControlle
 is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
 ``resolve_run`` do that. Models are built once per string and shared the same way, so the
 embedded server starts once and a scripted model's replies are consumed in one order.
+
+The public functions scrub their ``ConfigError`` messages of every value that came from an
+environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
+not quote the key someone pasted into it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -60,6 +65,25 @@ SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 
 
 # --------------------------------------------------------------------------- models
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _redacted(func: F) -> F:
+    """Re-raise ``func``'s ``ConfigError`` with the config's interpolated values hidden."""
+
+    @functools.wraps(func)
+    def wrapper(config: SootheConfig, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(config, *args, **kwargs)
+        except ConfigError as exc:
+            message = config.redact_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _max_tokens(config: SootheConfig) -> int:
@@ -168,6 +192,7 @@ class ModelPool:
         return self.built[spec]
 
 
+@_redacted
 def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
     """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
     return ModelPool(config).get(spec)
@@ -187,6 +212,7 @@ def resolve_controller(config: SootheConfig) -> ConcurrencyController:
     return ConcurrencyController(config.concurrency)
 
 
+@_redacted
 def resolve_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -214,6 +240,7 @@ def resolve_planner(
     )
 
 
+@_redacted
 def resolve_loop_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -269,6 +296,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
     return cache[name]
 
 
+@_redacted
 def resolve_tools(config: SootheConfig) -> list[BaseTool]:
     """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
     cache: dict[str, BaseTool] = {}
@@ -315,6 +343,7 @@ def _subagents(
     return agents
 
 
+@_redacted
 def resolve_executor(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -359,6 +388,7 @@ class ResolvedRun:
     executor: StepExecutor
 
 
+@_redacted
 def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
     """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
     pool = ModelPool(config)
