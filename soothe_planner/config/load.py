@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from soothe_planner.config.redaction import HIDDEN, scrub
 from soothe_planner.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -55,15 +56,11 @@ __all__ = [
     "interpolate",
     "load_config",
     "parse_yaml",
-    "scrub",
 ]
 
 MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: a config is a page of settings, and this reads in a few ms
 MAX_CONFIG_DEPTH = 64
 MAX_CONFIG_VALUES = 100_000  # keys and values, with every alias expanded
-HIDDEN = "(hidden)"
-_MIN_SCRUBBED = 4
-_MIN_SCRUBBED_WORD = 6  # shorter words are too common in the rules' own prose
 
 Loc = tuple[str | int, ...]
 
@@ -315,22 +312,6 @@ def _rule(message: str) -> str:
     message = message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
     message = message.replace("Input should be", "must be")
     return " ".join(message.split())
-
-
-def scrub(text: str, hidden: Iterable[str]) -> str:
-    """``text`` with the ``hidden`` values replaced by ``(hidden)``: each whole, then each long word of it.
-
-    The words (runs of letters, digits and ``_`` of ``_MIN_SCRUBBED_WORD`` or more) catch a message
-    that quotes *part* of a value, as one naming the module of a ``module:attr`` spec does.
-    """
-    pieces: set[str] = set()
-    for value in hidden:
-        if len(value) >= _MIN_SCRUBBED:
-            pieces.add(value)
-        pieces.update(w for w in re.findall(r"\w+", value) if len(w) >= _MIN_SCRUBBED_WORD)
-    for piece in sorted(pieces, key=len, reverse=True):  # longest first: one may contain another
-        text = text.replace(piece, HIDDEN)
-    return text
 
 
 def format_validation_error(

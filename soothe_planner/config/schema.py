@@ -51,6 +51,7 @@ from pydantic import (
 
 from soothe_planner.concurrency import ConcurrencyPolicy
 from soothe_planner.config.providers import check_model_spec, split_model_spec
+from soothe_planner.config.redaction import HIDDEN, scrub
 from soothe_planner.models import FailurePolicy, PlannerSettings
 from soothe_planner.tools import BUILTIN_TOOL_NAMES
 
@@ -347,8 +348,6 @@ class SootheConfig(_Section):
 
     def redact_text(self, text: str) -> str:
         """``text`` with every value that came from an environment variable replaced by ``(hidden)``."""
-        from soothe_planner.config.load import scrub
-
         return scrub(text, self._env_values)
 
     def redacted_dump(self) -> dict[str, Any]:
@@ -362,7 +361,7 @@ class SootheConfig(_Section):
                 node[loc[-1]]  # type: ignore[index]  # present in the dump (not dropped by a validator)
             except (KeyError, IndexError, TypeError):
                 continue
-            node[loc[-1]] = "(hidden)"  # type: ignore[index]
+            node[loc[-1]] = HIDDEN  # type: ignore[index]
         return data
 
     @model_validator(mode="after")
