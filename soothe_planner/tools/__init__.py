@@ -1,7 +1,8 @@
 """The built-in workspace tools: the front door of ``soothe_planner.tools``.
 
 ``builtins.py`` holds the four tools and what each promises to answer; ``workspace.py`` holds how
-a path is opened inside the workspace and never outside it, and which paths are never written.
+a path is opened inside the workspace and never outside it, and which paths are never written;
+``schema.py`` reads any tool's argument schema, against which typed tool steps are checked.
 """
 
 from soothe_planner.tools.builtins import (
@@ -15,6 +16,7 @@ from soothe_planner.tools.builtins import (
     make_builtin_tools,
     resolve_in_workspace,
 )
+from soothe_planner.tools.schema import tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
 
 __all__ = [
@@ -29,4 +31,5 @@ __all__ = [
     "Workspace",
     "make_builtin_tools",
     "resolve_in_workspace",
+    "tool_args_schema",
 ]

@@ -27,9 +27,9 @@ What was weighed:
   ``langchain-openai``) and accepts ``re``'s syntax. A subprocess per search would cost a process
   start per call and a second copy of the walk; a restricted pattern language would refuse
   patterns models write every day.
-- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so the executor
-  hands a step that names it to an agent that fills the arguments in, rather than passing the
-  step's prose description as a path.
+- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
+  them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
+  ``tool_args_schema`` reads from the tool, rather than passing the step's prose as a path.
 """
 
 from __future__ import annotations
