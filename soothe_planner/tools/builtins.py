@@ -17,7 +17,8 @@ What was weighed:
   range of a file of any size can be read (``start_line``/``end_line``), and a cut answer says
   where to read on. A search skips files over ``MAX_SEARCH_FILE_BYTES`` (to bound its time), and
   names every file it skipped or could not read, so "no matches" is never said about a file that
-  was not searched. Listings and hits are capped and say so.
+  was not searched. Listings and hits are capped and say so. A listing marks folders with ``/`` and
+  symlinks with ``@`` (a symlink is not followed to say what it points at: it may point outside).
 - **A pattern cannot freeze the process.** ``re`` holds the GIL for the whole match, so a
   catastrophic pattern (``(a|aa)+$`` on a long line) stops every thread, the step's timeout
   included. Patterns run on the ``regex`` engine instead, with ``concurrent=True`` (it releases the
@@ -269,20 +270,19 @@ def make_builtin_tools(
         (
             list_dir,
             "List the files and folders in a workspace folder (default: the workspace root; folders end "
-            "in '/', symlinks in '@'); recursive=true lists every file below it.",
+            "in '/'); recursive=true lists every file below it.",
             True,
         ),
         (
             read_file,
-            f"Read a text file from the workspace, lines start_line..end_line (default: from line 1 to the "
-            f"end), at most {MAX_READ_CHARS} characters per call; a cut answer says where to read on.",
+            f"Read a text file from the workspace (lines start_line..end_line, default all; at most "
+            f"{MAX_READ_CHARS} characters, a cut answer says where to read on).",
             True,
         ),
         (
             search_text,
             "Search the workspace's text files for a pattern (case-insensitive; regex=true for a regular "
-            f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names files it "
-            "did not search.",
+            f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names skipped files.",
             True,
         ),
         (write_file, "Write a text file in the workspace, creating folders as needed (overwrites).", False),
