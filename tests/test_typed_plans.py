@@ -107,7 +107,7 @@ async def test_a_reference_written_another_way_is_made_canonical_and_its_depende
 def test_the_generate_prompt_puts_the_offered_tools_first_and_the_runs_changing_context_last() -> None:
     prompt = phases.generate_prompt(GOAL, LoopState(goal=GOAL), _context(), None, None, FAST, max_steps=6)
     human = prompt.human
-    assert human.index("- read_file(path, start_line?: int)") < human.index("<goal>") < human.index("Iteration 1")
+    assert human.index("- read_file(path, start_line?: int, end_line?: int)") < human.index("<goal>") < human.index("Iteration 1")
     assert human.rstrip().endswith("Write at most 6 steps.")
 
 

@@ -223,12 +223,12 @@ def cmd_validate(args: Options) -> int:
     from soothe_planner.config import load_config
 
     config = load_config(args.path)
+    shown = config.redacted_dump()  # values that came from the environment are never printed
     if args.json:
-        print(json.dumps({"valid": True, "path": args.path, "config": config.model_dump(mode="json")}, indent=2))
+        print(json.dumps({"valid": True, "path": args.path, "config": shown}, indent=2))
     else:
-        m = config.models
         _out(args).print(
-            f"{args.path}: valid (model {m.default}, checkpoint {config.checkpoint.backend}, "
+            f"{args.path}: valid (model {shown['models']['default']}, checkpoint {config.checkpoint.backend}, "
             f"{len(config.execution.tools)} tool(s), {len(config.execution.subagents)} subagent(s))"
         )
     return EXIT_DONE

@@ -18,18 +18,23 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 ``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
+
+The public functions scrub their ``ConfigError`` messages of every value that came from an
+environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
+not quote the key someone pasted into it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -71,6 +76,25 @@ SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 
 
 # --------------------------------------------------------------------------- models
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _redacted(func: F) -> F:
+    """Re-raise ``func``'s ``ConfigError`` with the config's interpolated values hidden."""
+
+    @functools.wraps(func)
+    def wrapper(config: SootheConfig, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(config, *args, **kwargs)
+        except ConfigError as exc:
+            message = config.redact_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _max_tokens(config: SootheConfig) -> int:
@@ -184,6 +208,7 @@ class ModelPool:
         return self.built[spec]
 
 
+@_redacted
 def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
     """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
     return ModelPool(config).get(spec)
@@ -203,6 +228,7 @@ def resolve_controller(config: SootheConfig) -> ConcurrencyController:
     return ConcurrencyController(config.concurrency)
 
 
+@_redacted
 def resolve_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -230,6 +256,7 @@ def resolve_planner(
     )
 
 
+@_redacted
 def resolve_loop_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -272,8 +299,12 @@ def _import_tool(spec: str) -> BaseTool:
 
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
+        # the files a later `resume` trusts: a tool that rewrote them could change what runs next
+        protected = [config.source] if config.source else []
+        if config.checkpoint.backend == "sqlite":
+            protected.append(str(config.checkpoint.path))
         try:
-            cache.update(make_builtin_tools(config.execution.workspace))
+            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
             raise ConfigError(
                 f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"
@@ -281,6 +312,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
     return cache[name]
 
 
+@_redacted
 def resolve_tools(config: SootheConfig) -> list[BaseTool]:
     """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
     cache: dict[str, BaseTool] = {}
@@ -327,6 +359,7 @@ def _subagents(
     return agents
 
 
+@_redacted
 def resolve_executor(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -407,6 +440,7 @@ class ResolvedRun:
         )
 
 
+@_redacted
 def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
     """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
     pool = ModelPool(config)

@@ -139,10 +139,13 @@ class LLMPlanner:
         controller: ConcurrencyController | None = None,
         plan_manager_factory: PlanManagerFactory | None = None,
     ) -> None:
-        self.model = model
-        self.assess_model = assess_model or model
         self.settings = settings or PlannerSettings()
         self.controller = controller or ConcurrencyController()
+        # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
+        # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
+        # timed out keeps its slot until the provider call really returns (no retry beside it).
+        self.model = self.controller.wrap_model(model)
+        self.assess_model = self.controller.wrap_model(assess_model) if assess_model is not None else self.model
         self.stats = PlannerStats()
         self._caller = Caller(self.settings, self.controller, self.stats)
         self._pm_factory = plan_manager_factory or self._default_manager
