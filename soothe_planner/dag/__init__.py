@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
+    ReadyFeed,
     blocked_result,
     find_cycle,
     validate_steps,
@@ -31,6 +32,7 @@ __all__ = [
     "PlanDAG",
     "PlanManager",
     "PlanRevision",
+    "ReadyFeed",
     "StepLike",
     "blocked_result",
     "find_cycle",

@@ -32,7 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import soothe_planner.dag.render as _plan_render
-from soothe_planner.dag.plan_dag import PlanDAG
+from soothe_planner.dag.plan_dag import PlanDAG, ReadyFeed
 from soothe_planner.dag.validation import validate_steps
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
@@ -251,6 +251,18 @@ class PlanManager:
     def ready_steps(self, limit: int | None = None) -> list[PlanStep]:
         """Pending steps whose dependencies all completed, in the order they became ready (0/None: all)."""
         return self.dag.ready(limit)
+
+    def is_ready(self, step_id: str) -> bool:
+        """Whether ``step_id`` is pending with every dependency completed (O(1))."""
+        return self.dag.is_ready(step_id)
+
+    def watch_ready(self) -> ReadyFeed:
+        """The ids entering the ready set from now on, primed with the current ones (``PlanDAG.ReadyFeed``).
+
+        For a runner that keeps its own order over the ready steps: each completion then costs it
+        O(steps it made ready), not a re-read of every ready step.
+        """
+        return self.dag.watch_ready()
 
     def mark_started(self, step_id: str) -> None:
         self.dag.mark_in_progress(step_id)
