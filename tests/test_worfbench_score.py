@@ -279,3 +279,22 @@ def test_a_plan_becomes_answer_text_with_start_end_and_its_dangling_edges_noted(
     text, notes = plan_answer([("a", "first", []), ("b", "second", ["a", "zz"]), ("c", "third", [])])
     assert text == "Node:\n1: first\n2: second\n3: third\nEdge: (START,1) (START,3) (1,2) (2,END) (3,END)"
     assert notes == ["step 'b' depends on 'zz', which is not a step: edge dropped"]
+
+
+async def test_a_model_run_saves_every_variant_of_every_item() -> None:
+    from types import SimpleNamespace
+
+    from bench.worfbench import _run_items, gold_of, workflow_as_generate_plan
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    items = [dict(_tool_item(), id=f"x_{i}") for i in range(2)]
+    plan = workflow_as_generate_plan(gold_of(items[0]))  # type: ignore[arg-type]
+    model = FunctionChatModel(lambda call: "OK" if call.schema_name is None else plan)
+    base = SimpleNamespace(model=model, settings=PlannerSettings(max_plan_steps=3, transport_backoff_s=0.0))
+    runs, _ = await _run_items(items, base, max_seconds=600, max_steps=10)
+    assert list(runs) == ["x_0", "x_1"]
+    for run in runs.values():
+        assert run["answers"]["single call (two-shot)"]["raw"] == ["OK"]
+        assert all(a["ok"] for v, a in run["answers"].items() if v != "single call (two-shot)")
+        assert run["answers"]["planner, full"]["text"].startswith("Node:\n1: search flights to Paris")
