@@ -1,4 +1,4 @@
-"""The figures quoted in ``bench/RESULTS.md`` are the ones in the committed results files.
+"""The figures quoted in ``bench/RESULTS.md`` and the README are the ones in the committed results files.
 
 A quoted figure carries an invisible marker right after it naming where it comes from:
 ``0.553<!--economy:summary/ours/calls_vs_replan_every_step:.3f-->`` is the value at that path in
@@ -9,40 +9,32 @@ fails here, naming the figure.
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
-RESULTS_MD = BENCH / "RESULTS.md"
-MARKER = re.compile(r"(?P<shown>[-+]?[\d,]*\.?\d+%?)<!--(?P<file>[\w.-]+):(?P<path>[^:>]+):(?P<fmt>[^>]*)-->")
+from bench.results_md import DOCUMENTS, MARKED, RESULTS_MD, lookup
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench" / "results"
 
 
-def _lookup(data: Any, path: str) -> Any:
-    for key in path.split("/"):
-        data = data[int(key)] if isinstance(data, list) else data[key]
-    return data
-
-
-def _markers() -> list[re.Match[str]]:
-    return list(MARKER.finditer(RESULTS_MD.read_text()))
+def _markers() -> list[object]:
+    return [m for doc in DOCUMENTS for m in MARKED.finditer(doc.read_text())]
 
 
 def test_results_md_quotes_figures_from_every_benchmark_results_file() -> None:
-    quoted = {m["file"] for m in _markers()}
+    quoted = {m["file"] for m in MARKED.finditer(RESULTS_MD.read_text())}
     for name in ("economy", "scale", "breaker", "dataflow", "worfbench_sanity"):
         assert name in quoted, f"bench/RESULTS.md quotes no figure from bench/results/{name}.json"
+        assert (RESULTS_DIR / f"{name}.json").is_file()
 
 
-@pytest.mark.parametrize("marker", _markers(), ids=lambda m: f"{m['file']}:{m['path']}")
-def test_every_quoted_figure_is_the_committed_value(marker: re.Match[str]) -> None:
-    data = json.loads((BENCH / "results" / f"{marker['file']}.json").read_text())
-    value = _lookup(data, marker["path"])
-    assert format(value, marker["fmt"]) == marker["shown"], (
-        f"RESULTS.md shows {marker['shown']} for {marker['file']}:{marker['path']}, "
-        f"the results file holds {value!r} ({format(value, marker['fmt'])}); re-run the benchmark "
-        "and rewrite its section, or fix the figure"
+@pytest.mark.parametrize("marker", _markers(), ids=lambda m: f"{m['file']}:{m['path']}")  # type: ignore[index]
+def test_every_quoted_figure_is_the_committed_value(marker: object) -> None:
+    m = marker  # a re.Match
+    value = lookup(m["file"], m["path"])  # type: ignore[index]
+    shown = format(value, m["fmt"])  # type: ignore[index]
+    assert shown == m["shown"], (  # type: ignore[index]
+        f"RESULTS.md shows {m['shown']} for {m['file']}:{m['path']}, the results file holds "  # type: ignore[index]
+        f"{value!r} ({shown}); re-run the benchmark and `python -m bench.results_md`, or fix the figure"
     )
