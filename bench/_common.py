@@ -25,10 +25,11 @@ def loadavg() -> list[float]:
         return []
 
 
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``payload`` (plus when and where it ran) to ``bench/results/<name>.json``."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
+def write_results(name: str, payload: dict[str, Any], *, directory: Path | None = None) -> Path:
+    """Write ``payload`` (plus when and where it ran) to ``bench/results/<name>.json`` (or ``directory``)."""
+    folder = RESULTS_DIR if directory is None else directory
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     meta = {
         "benchmark": name,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -19,9 +19,9 @@ What was weighed:
   instead of the whole step dying on the first slip. The step's outcome is then the agent's.
 - Sizes are capped (a read, a listing, the search hits, a write) so one call cannot flood a prompt
   or fill a disk; a truncated answer says so.
-- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so the executor
-  hands a step that names it to an agent that fills the arguments in, rather than passing the
-  step's prose description as a path.
+- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
+  them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
+  ``tool_args_schema`` reads from the tool, rather than passing the step's prose as a path.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ __all__ = [
     "MAX_WRITE_CHARS",
     "make_builtin_tools",
     "resolve_in_workspace",
+    "tool_args_schema",
 ]
 
 MAX_READ_CHARS = 20_000
@@ -52,6 +53,32 @@ MAX_WRITE_CHARS = 1_000_000
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "write_file")
+
+
+def tool_args_schema(tool: BaseTool) -> dict[str, Any] | None:
+    """The JSON schema of the arguments a plan may give ``tool`` (None when it cannot be read).
+
+    ``tool_call_schema`` is what a model is shown: arguments the runtime injects (a
+    ``RunnableConfig``, an ``InjectedToolArg``) are left out. Titles are dropped: they repeat the
+    names and would ride in every checkpoint of the plan.
+    """
+    raw: dict[str, Any]
+    try:
+        schema: Any = tool.tool_call_schema
+        raw = dict(schema) if isinstance(schema, dict) else dict(schema.model_json_schema())
+    except Exception:  # a tool with an unusual schema: its argument listing is the best left
+        try:
+            raw = {"type": "object", "properties": dict(tool.args)}
+        except Exception:
+            return None
+    raw.pop("title", None)
+    raw.pop("description", None)
+    props = raw.get("properties")
+    if isinstance(props, dict):
+        raw["properties"] = {
+            k: {kk: vv for kk, vv in v.items() if kk != "title"} if isinstance(v, dict) else v for k, v in props.items()
+        }
+    return raw
 
 
 def resolve_in_workspace(workspace: Path, path: str) -> Path:

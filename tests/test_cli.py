@@ -150,10 +150,20 @@ def test_plan_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert "Search the workspace for TODO lines" in out and "find" in out
 
 
-def test_plan_rejects_a_step_naming_a_write_tool_in_plan_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = {**PLAN, "steps": [{"id": "w", "description": "write it", "tools": ["write_file"], "depends_on": []}]}
-    cfg = _setup(tmp_path, {"GeneratePlan": [bad, bad, bad]},
+def test_plan_accepts_a_typed_write_step_the_configuration_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write = {"id": "w", "description": "save the greeting", "tool": "write_file",
+             "args": {"path": "hello.txt", "content": "hi"}, "depends_on": []}
+    cfg = _setup(tmp_path, {"GeneratePlan": [{**PLAN, "steps": [write]}]},
                  execution={"tools": ["builtin:read_file", "builtin:write_file"]})
+    assert main(["plan", "--config", str(cfg), "--format", "json", "goal"]) == EXIT_DONE
+    (step,) = json.loads(capsys.readouterr().out)["steps"]
+    assert (step["tool"], step["args"]) == ("write_file", {"path": "hello.txt", "content": "hi"})
+    assert not (WORKSPACE / "hello.txt").exists()  # planning runs nothing
+
+
+def test_plan_rejects_a_tool_the_configuration_does_not_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {**PLAN, "steps": [{"id": "w", "description": "write it", "tools": ["write_file"], "depends_on": []}]}
+    cfg = _setup(tmp_path, {"GeneratePlan": [bad, bad, bad]}, execution={"tools": ["builtin:read_file"]})
     assert main(["plan", "--config", str(cfg), "goal"]) == EXIT_FAILED
     captured = capsys.readouterr()
     assert captured.out == ""

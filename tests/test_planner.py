@@ -17,7 +17,7 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.planner import LLMPlanner
-from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol
+from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol, protocol_mismatches
 from soothe_planner.testing import ScriptedChatModel
 
 
@@ -25,6 +25,9 @@ def test_llm_planner_satisfies_both_protocols() -> None:
     p, _ = planner()
     assert isinstance(p, PlannerProtocol)
     assert isinstance(p, LoopPlannerProtocol)
+    # isinstance checks names only; the signatures must also take every call the protocols allow
+    assert protocol_mismatches(p, PlannerProtocol) == []
+    assert protocol_mismatches(p, LoopPlannerProtocol) == []
 
 
 # --------------------------------------------------------------------------- plan(): the branches

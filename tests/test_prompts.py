@@ -156,7 +156,7 @@ def test_phase_two_context_travels_in_the_human_turn_after_a_static_system_turn(
     human = str(messages[1].content)
     for expected in ("write the report", "Iteration 4 of at most 10", "s6 [failed]", "s7 [pending]", "<- s6",
                      "tool exploded", "halfway", "iteration 2: continue", "please write the report",
-                     "- search, tool (read-only): web search", "at most 5 steps"):
+                     "- search(...) [read-only]: web search", "at most 5 steps"):
         assert expected in human, expected
 
 
@@ -193,7 +193,7 @@ def test_budget_trims_the_largest_state_section_first_and_keeps_instructions_who
     assert set(prompt.trimmed) == {"evidence"}  # the largest section absorbed the whole overflow
     assert prompt.system == template("generate_system").template  # instructions untouched
     assert "Write at most 8 steps." in prompt.human
-    assert "Capabilities you may use" in prompt.human
+    assert "- search(...) [read-only]: web search" in prompt.human
     body = prompt.human.split("<evidence>", 1)[1].split("</evidence>", 1)[0]
     assert len(body.strip()) >= TRIM_FLOOR and "evidence evidence" in body  # trimmed, not dropped
 

@@ -53,18 +53,8 @@ def _context(config: Any) -> Any:
 
 
 def _graph(config: Any, resolved: Any, persistence: Any) -> Any:
-    from soothe_planner.graph import build_strange_loop
-
-    return build_strange_loop(
-        resolved.planner,
-        resolved.executor,
-        checkpointer=persistence.checkpointer,
-        store=persistence.store,
-        approval=config.run.approval,
-        context=_context(config),
-        failure_policy=config.execution.failure_policy,
-        synthesize=config.run.synthesize,
-    )
+    # Built where the server builds its graph (ResolvedRun.graph), so both read every key alike.
+    return resolved.graph(checkpointer=persistence.checkpointer, store=persistence.store)
 
 
 async def _drive(graph: Any, inp: Any, run_cfg: Any, view: Any, args: argparse.Namespace) -> None:
@@ -170,8 +160,6 @@ async def _run_or_resume(args: argparse.Namespace, *, resume: bool) -> int:
         else:
             goal = args.goal
             inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
-            if not config.run.intake:
-                inp["intake"] = "complex"  # skip the routing call: every goal gets the full loop
         view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
                        llm_calls=lambda: resolved.controller.total_llm_calls)
         with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:

@@ -204,10 +204,14 @@ def render_report(console: Console, values: dict[str, Any], *, thread_id: str, l
 
 def plan_table(plan: Plan) -> Table:
     table = Table(title=f"plan for: {_excerpt(plan.goal, 100)}", title_justify="left")
-    for name in ("step", "depends on", "tools / subagent", "description"):
+    for name in ("step", "depends on", "tool / subagent", "description"):
         table.add_column(name, overflow="fold")
     for s in plan.steps:
-        table.add_row(s.id, ", ".join(s.depends_on), ", ".join(s.tools) or (s.subagent or ""), s.description)
+        # a typed tool step shows its call; a step with neither tool nor subagent is a model step
+        uses = (f"{s.tool} {json.dumps(s.args, ensure_ascii=False)}" if s.tool else ", ".join(s.tools)) or (
+            s.subagent or "(model)"
+        )
+        table.add_row(s.id, ", ".join(s.depends_on), uses, s.description)
     return table
 
 

@@ -56,6 +56,10 @@ if TYPE_CHECKING:  # the controller imports this module to wrap models; the type
 __all__ = ["PHASE_METADATA_KEY", "is_limited", "limit_model", "limiting_controllers", "unwrap_model"]
 
 PHASE_METADATA_KEY = "soothe_phase"
+"""The ``RunnableConfig`` metadata key that names an LLM call's phase (``plan-assess``, ``step:s1``, ...).
+
+Defined here and only here: the limiter counts calls by it, tracing names generations by it and the
+planner sets it, all importing this constant (this is the lowest layer that reads it)."""
 
 # The phase of the public call in progress, for the private methods LangChain calls without a run
 # manager (streams).

@@ -1,4 +1,4 @@
-"""How is a run's machinery — models, planner, executor, limiter, checkpointer — built from a config?
+"""How is a run's machinery — models, planner, executor, limiter, the graph, checkpointer — built from a config?
 
 One function per part, each taking the config plus an optional explicit object that wins over it
 (``resolve_planner(config, model=my_model)``). Everything that could fail for a reason the user
@@ -10,6 +10,14 @@ The planner's and the executor's LLM calls must share ONE ``ConcurrencyControlle
 is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
 ``resolve_run`` do that. Models are built once per string and shared the same way, so the
 embedded server starts once and a scripted model's replies are consumed in one order.
+
+The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
+is it in one call): the command line, the LangGraph server's ``make_graph`` and library callers
+all go through it, so every key means the same everywhere — ``run.approval``, ``run.synthesize``,
+``run.intake``, ``execution.workspace`` and ``failure_policy``, ``planner.max_iterations`` and
+``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
+traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
+store, a server injects its own.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from soothe_planner.tools import make_builtin_tools
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
 
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
@@ -44,6 +53,8 @@ __all__ = [
     "SCRIPTED_MODEL_ENV",
     "ModelPool",
     "ResolvedRun",
+    "build_graph",
+    "loop_options",
     "resolve_chat_model",
     "resolve_checkpointer",
     "resolve_controller",
@@ -345,6 +356,21 @@ def resolve_executor(
 # --------------------------------------------------------------------------- a whole run
 
 
+def loop_options(config: SootheConfig) -> dict[str, Any]:
+    """What ``build_strange_loop`` takes from a config, besides the planner, executor and persistence."""
+    from soothe_planner.models import PlanContext
+
+    return {
+        "approval": config.run.approval,
+        "synthesize": config.run.synthesize,
+        "intake": config.run.intake,
+        "context": PlanContext(workspace=str(config.execution.workspace)),
+        "failure_policy": config.execution.failure_policy,
+        "max_iterations": config.planner.max_iterations,
+        "max_plan_steps": config.planner.max_plan_steps,
+    }
+
+
 @dataclass
 class ResolvedRun:
     """The parts of one run, sharing one controller and one model per model string."""
@@ -353,6 +379,25 @@ class ResolvedRun:
     controller: ConcurrencyController
     planner: LLMPlanner
     executor: StepExecutor
+
+    def graph(self, *, checkpointer: Any = None, store: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The StrangeLoop over these parts, with every option the config sets (the one place that builds it).
+
+        ``checkpointer``/``store``: the run's persistence (``resolve_persistence``); leave both out
+        where a server injects its own. With ``tracing.langfuse`` on, each run of the graph is a trace.
+        """
+        from soothe_planner.graph import build_strange_loop
+        from soothe_planner.tracing import run_tracer
+
+        tracer = run_tracer(self.config.tracing.langfuse)
+        return build_strange_loop(
+            self.planner,
+            self.executor,
+            checkpointer=checkpointer,
+            store=store,
+            callbacks=[tracer] if tracer is not None else (),
+            **loop_options(self.config),
+        )
 
 
 def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
@@ -364,6 +409,13 @@ def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> Res
     planner = resolve_loop_planner(config, model, controller=controller, pool=pool)
     executor = resolve_executor(config, model, controller=controller, pool=pool)
     return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor)
+
+
+def build_graph(
+    config: SootheConfig, model: BaseChatModel | None = None, *, checkpointer: Any = None, store: Any = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """``resolve_run(config, model).graph(...)``: the StrangeLoop for a config in one call."""
+    return resolve_run(config, model).graph(checkpointer=checkpointer, store=store)
 
 
 # --------------------------------------------------------------------------- checkpointer

@@ -20,7 +20,7 @@ lives in ``plan_manager.py``; this module knows nothing about iterations.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -29,7 +29,7 @@ from soothe_planner.dag.validation import listing as _listing
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import FINISHED_STATUSES, PlanStep, StepResult
 
-__all__ = ["PlanDAG", "ReadyFeed", "blocked_result", "find_cycle", "validate_steps"]
+__all__ = ["PlanDAG", "ReadyFeed", "blocked_result", "find_cycle", "latest_results", "validate_steps"]
 
 
 def blocked_result(step_id: str, failed_id: str, via: str) -> StepResult:
@@ -43,6 +43,20 @@ def blocked_result(step_id: str, failed_id: str, via: str) -> StepResult:
         outcome=outcome,
         attempt=0,
     )
+
+
+def latest_results(results: Iterable[StepResult]) -> list[StepResult]:
+    """One result per step, its latest attempt, in the order those latest attempts arrived.
+
+    The one definition: the planner reduces a ``LoopState``'s results with it, reflection overlays
+    new results on a plan's with it, and ``PlanManager.step_results()`` keeps its record in the
+    same order, so every reader sees the same list.
+    """
+    by_id: dict[str, StepResult] = {}
+    for r in results:
+        by_id.pop(r.step_id, None)
+        by_id[r.step_id] = r
+    return list(by_id.values())
 
 
 _SETTLED = ("status", "result", "attempts")

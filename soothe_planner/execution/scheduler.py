@@ -52,7 +52,7 @@ import heapq
 import inspect
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.runnables import Runnable
@@ -69,7 +69,8 @@ from soothe_planner.execution.runners import (
     run_single_input_tool,
     single_string_field,
 )
-from soothe_planner.models import Capability, PlanStep, StepResult
+from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
+from soothe_planner.tools import tool_args_schema
 from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
@@ -173,9 +174,11 @@ class StepExecutor:
         return [t for t in self.tools.values() if self.is_read_only(t)]
 
     def capabilities(self, *, read_only_only: bool = False) -> list[Capability]:
-        """What steps may use: tools (flagged read-only or not), subagents, remote graphs."""
+        """What steps may use: tools (flagged read-only or not, with their argument schemas), subagents,
+        remote graphs."""
         caps = [
-            Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t))
+            Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t),
+                       args_schema=tool_args_schema(t))
             for t in self.tools.values()
             if not read_only_only or self.is_read_only(t)
         ]
@@ -193,7 +196,7 @@ class StepExecutor:
         self,
         manager: PlanManager,
         *,
-        execution_mode: Literal["parallel", "sequential", "dependency"] | str = "dependency",
+        execution_mode: ExecutionMode | str = "dependency",
         on_event: EventSink | None = None,
         thread_id: str | None = None,
         journal: BaseStore | None = None,

@@ -46,7 +46,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
 from soothe_planner.concurrency import ConcurrencyController
-from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.dag import PlanManager, latest_results, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -114,7 +114,7 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     if state.iteration < 1 or state.current_decision is None:
         return []
     last = {s.id for s in state.current_decision.steps}
-    ids = [r.step_id for r in phases.latest_results(state.step_results)
+    ids = [r.step_id for r in latest_results(state.step_results)
            if r.step_id in last and not r.success and r.error_type != "blocked"]
     if pm is not None:
         ids = [i for i in ids if i in pm and pm.node(i).status == "failed"]
@@ -150,7 +150,8 @@ class LLMPlanner:
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()
-        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None)
+        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None,
+                           capabilities=context.available_capabilities)
 
     def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
         if prompt.compact:
@@ -344,7 +345,7 @@ class LLMPlanner:
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         read, parse = self._readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(max_steps, allow_keep=allow_keep), prompt.messages(), phase=phase,
+            self.model, _plan_schema(context, max_steps, allow_keep), prompt.messages(), phase=phase,
             convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
@@ -368,6 +369,7 @@ class LLMPlanner:
             "known_capabilities": context.capability_names() or None,
             "max_steps": max_steps,
             "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+            "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
         }
 
         def generated(pd: ParsedDecision) -> _Generated:
@@ -388,6 +390,8 @@ class LLMPlanner:
         self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
     ) -> Callable[[_Generated], list[str]]:
         names = context.capability_names() or None
+        offered = context.available_capabilities or None
+        by_name = {c.name: c for c in offered} if offered else None
 
         def validate(gen: _Generated) -> list[str]:
             if gen.plan_action == "keep":
@@ -400,8 +404,10 @@ class LLMPlanner:
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if pm is not None:
-                return pm.validate(gen.decision, replace=replace)
-            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
+                # the offered tools' schemas and descriptions, whatever the manager was built with
+                return pm.validate(gen.decision, replace=replace, capabilities=offered)
+            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names,
+                                  capabilities=by_name)
 
         return validate
 
@@ -487,7 +493,7 @@ class LLMPlanner:
                                             max_steps=self.settings.max_plan_steps)
         read, parse = self._readers(context, self.settings.max_plan_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(self.settings.max_plan_steps, allow_keep=False), prompt.messages(), phase="revise",
+            self.model, _plan_schema(context, self.settings.max_plan_steps, False), prompt.messages(), phase="revise",
             convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
@@ -534,6 +540,17 @@ class LLMPlanner:
         })
 
 
+def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool) -> type[GeneratePlan]:
+    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null."""
+    caps = context.available_capabilities
+    return generation_model(
+        max_steps,
+        allow_keep=allow_keep,
+        tools=tuple(c.name for c in caps if c.kind == "tool"),
+        subagents=tuple(c.name for c in caps if c.kind != "tool"),
+    )
+
+
 def escape_plan(pm: PlanManager) -> str:
-    return escape_data(pm.planning_context())
+    return escape_data(pm.dag_prompt())
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
-from soothe_planner.dag import planning_context as render_dag
+from soothe_planner.dag import dag_prompt, latest_results
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -62,15 +62,6 @@ ASSESS_EVIDENCE_RESULTS = 8
 ASSESS_EXCERPT = 300
 GENERATE_EXCERPT = 800
 CONVERSATION_MESSAGES = 10
-
-
-def latest_results(results: Sequence[StepResult]) -> list[StepResult]:
-    """One result per step (its latest attempt), in the order the latest attempts arrived."""
-    by_id: dict[str, StepResult] = {}
-    for r in results:
-        by_id.pop(r.step_id, None)
-        by_id[r.step_id] = r
-    return list(by_id.values())
 
 
 def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
@@ -127,7 +118,7 @@ def _plan_text(
         if compact:
             return "\n".join(f"{n.id} [{n.status}]" for n in pm.nodes)
         order = [pm.node(sid) for sid in pm.dag.topological_order()]
-        return escape_data(render_dag(order, shown_elsewhere=shown_elsewhere))
+        return escape_data(dag_prompt(order, shown_elsewhere=shown_elsewhere))
     results = {r.step_id: r for r in latest_results(state.step_results)}
     if state.current_decision is not None:
         return _render_decision(state.current_decision, results, compact=compact)
