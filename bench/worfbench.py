@@ -384,6 +384,8 @@ def _parse_part(text: str) -> tuple[int, int]:
 
 
 def _check_run(data: dict[str, Any], name: str, seed: int, n: int, config: str) -> None:
+    if "runs" not in data:
+        raise SystemExit(f"{name} is from the earlier protocol (no saved answers to score); run it again")
     if (data["seed"], data["items_requested"], data["config"]) != (seed, n, config):
         raise SystemExit(
             f"{name} is from seed {data['seed']}, {data['items_requested']} items, {data['config']}; "
