@@ -182,10 +182,10 @@ async def planner_answers(
         plan = await planner.create_plan(task_of(item), PlanContext())
     except PlannerError as exc:
         failed = Answer("", ok=False, raw=recorder.take(), error=f"{type(exc).__name__}: {exc}")
-        return failed, failed, dict(planner.stats)
+        return failed, failed, planner.stats.as_dict()
     text, notes = plan_answer([(s.id, s.description, s.depends_on) for s in plan.steps])
     full = Answer(text, raw=recorder.take(), notes=notes)
     if planner.stats.reask:
         first = Answer("", ok=False, raw=full.raw[:1], error="the first answer needed a re-ask")
-        return first, full, dict(planner.stats)
-    return full, full, dict(planner.stats)
+        return first, full, planner.stats.as_dict()
+    return full, full, planner.stats.as_dict()
