@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from soothe_planner.concurrency import ConcurrencyPolicy
 
 __all__ = [
+    "LEGACY_EXECUTION_MODES",
     "AgentDecision",
     "CallKind",
     "Capability",
@@ -43,15 +44,28 @@ __all__ = [
     "StepAction",
     "StepResult",
     "StepStatus",
+    "execution_mode_of",
 ]
 
 StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
-ExecutionHint = Literal["tool", "subagent", "remote", "auto"]
-ExecutionMode = Literal["parallel", "sequential", "dependency"]
+ExecutionHint = Literal["tool", "subagent", "remote", "auto", "agent"]
+"""How a step asks to run; ``agent``: a ReAct agent, for a step whose arguments cannot be known when planning."""
+ExecutionMode = Literal["sequential", "dependency"]
+"""How a decision's steps are scheduled: ``dependency`` (each step once its own dependencies finished,
+within the concurrency limits) or ``sequential`` (one at a time, in dependency order)."""
+LEGACY_EXECUTION_MODES: dict[str, ExecutionMode] = {"parallel": "dependency"}
+"""Names once offered that ran exactly as another mode: still read (old checkpoints, old replies), never offered."""
 IntakeRoute = Literal["trivial", "simple", "complex"]
 CallKind = Literal["intake", "plan-assess", "plan-generate", "continuation", "answer", "reflect", "revise"]
 """The planner's kinds of call, as named in traces; a kind's re-asks and raw fallback count as that kind."""
 FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+
+
+def execution_mode_of(value: Any) -> Any:
+    """``value`` with a legacy mode name read as the mode it always ran as; anything else is left as is."""
+    if isinstance(value, str):
+        return LEGACY_EXECUTION_MODES.get(value, value)
+    return value
 
 
 def _clamp01(value: Any) -> Any:
@@ -111,6 +125,11 @@ class AgentDecision(_Model):
     steps: list[StepAction] = Field(default_factory=list)
     execution_mode: ExecutionMode = "dependency"
     reasoning: str = ""
+
+    @field_validator("execution_mode", mode="before")
+    @classmethod
+    def _legacy_mode(cls, value: Any) -> Any:
+        return execution_mode_of(value)
 
     @model_validator(mode="after")
     def _steps_for_execute(self) -> AgentDecision:

@@ -5,7 +5,9 @@ loop from a YAML config: the file named by ``SOOTHE_CONFIG``, else ``config/defa
 working directory, else the built-in defaults. The graph is compiled *without* a checkpointer or
 store: the server injects its own persistence (PostgreSQL in production), and the executor's step
 journal uses the server's store, so a worker that dies mid-``execute`` resumes without re-running
-completed steps.
+completed steps. The graph is built where the CLI builds its own (``ResolvedRun.graph``), so every
+key of the config means the same here: ``run.intake: false`` skips the routing call, and
+``tracing.langfuse`` traces each run the server starts (one trace per thread, as the CLI's).
 
 Inputs are the same as in-process: ``goal_input(goal, thread_id=...)`` as JSON (at least
 ``{"goal": ...}``); set ``"intake": "complex"`` to skip the routing call. The run config should
@@ -38,17 +40,7 @@ def _config_path() -> Path | None:
 def make_graph(config: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The StrangeLoop compiled from the configured YAML (``config``: the server's run config, unused)."""
     from soothe_planner.config import SootheConfig, load_config, resolve_run
-    from soothe_planner.graph import build_strange_loop
-    from soothe_planner.models import PlanContext
 
     path = _config_path()
     cfg = load_config(path) if path is not None else SootheConfig()
-    run = resolve_run(cfg)
-    return build_strange_loop(
-        run.planner,
-        run.executor,
-        approval=cfg.run.approval,
-        context=PlanContext(workspace=str(cfg.execution.workspace)),
-        failure_policy=cfg.execution.failure_policy,
-        synthesize=cfg.run.synthesize,
-    )
+    return resolve_run(cfg).graph()

@@ -234,7 +234,7 @@ def test_a_second_decision_is_all_or_nothing_and_keeps_the_ready_set_exact(data:
 
 @SETTINGS
 @given(st.data())
-def test_planning_context_keeps_every_unfinished_id_and_status_and_fits_when_it_can(
+def test_dag_prompt_keeps_every_unfinished_id_and_status_and_fits_when_it_can(
     data: st.DataObject,
 ) -> None:
     graph = data.draw(graphs(acyclic=True, max_nodes=10))
@@ -253,7 +253,7 @@ def test_planning_context_keeps_every_unfinished_id_and_status_and_fits_when_it_
             [StepResult(step_id=ready[0].id, success=data.draw(st.booleans()), output=output)]
         )
     budget = data.draw(st.integers(0, 3000))
-    text = pm.planning_context(max_chars=budget)
+    text = pm.dag_prompt(max_chars=budget)
     lines = text.splitlines()
     unfinished = [n for n in pm.nodes if not n.finished]
     for n in unfinished:
@@ -264,7 +264,7 @@ def test_planning_context_keeps_every_unfinished_id_and_status_and_fits_when_it_
     )
     if len(bare) + len(f"({len(pm.nodes) - len(unfinished)} finished steps omitted)") + 1 <= budget:
         assert len(text) <= budget
-    assert pm.planning_context(max_chars=None).count("\n") >= len(pm.nodes) - 1
+    assert pm.dag_prompt(max_chars=None).count("\n") >= len(pm.nodes) - 1
 
 
 @SETTINGS

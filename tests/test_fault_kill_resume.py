@@ -35,6 +35,7 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool
 
+from soothe_planner.dag import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.execution.scheduler import JOURNAL_NAMESPACE
 from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
@@ -239,5 +240,6 @@ def test_twenty_runs_killed_at_random_points_resume_and_finish_exactly_once(tmp_
         assert state.get("status") == "done", f"{thread}: {state.get('status')} {state.get('error')}"
         effects = _effects(side, thread)
         assert effects == dict.fromkeys(STEPS, 1), f"{thread}: step effects {dict(effects)}"
-        ok = {str(r["step_id"]).split(".")[0] for r in state.get("step_results") or [] if r.get("success")}
+        results = PlanManager.from_dict(state["plan_manager"]).step_results()
+        ok = {r.step_id.split(".")[0] for r in results if r.success}
         assert set(STEPS) <= ok, f"{thread}: results recorded for {sorted(ok)}"

@@ -51,18 +51,25 @@ def merge(state: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 
 def execute(state: dict[str, Any], ok: bool = True) -> dict[str, Any]:
-    """What the executor node does, minimally: run the in-flight steps and record outcomes."""
+    """What the executor node does, minimally: run the in-flight steps and record outcomes on the DAG."""
     pm = PlanManager.from_dict(state["plan_manager"])
     results = []
     for step in state["current_decision"]["steps"]:
         pm.mark_started(step["id"])
         results.append(StepResult(step_id=step["id"], success=ok, output=f"output of {step['id']}",
                                   error=None if ok else "boom", error_type=None if ok else "tool_error"))
-    recorded = pm.record_step_outcomes(results)
-    all_results = [*results, *recorded]
-    return merge(state, {"plan_manager": pm.to_dict(),
-                         "step_results": [*(state.get("step_results") or []),
-                                          *(r.model_dump(mode="json") for r in all_results)]})
+    pm.record_step_outcomes(results)
+    return merge(state, {"plan_manager": pm.to_dict()})
+
+
+def finished(*results: StepResult) -> dict[str, Any]:
+    """A plan manager (as state holds it) whose steps finished with ``results``: their one home."""
+    pm = PlanManager(GOAL)
+    pm.ingest(AgentDecision(steps=[StepAction(id=r.step_id, description=f"do {r.step_id}") for r in results]))
+    for r in results:
+        pm.mark_started(r.step_id)
+    pm.record_step_outcomes(list(results))
+    return pm.to_dict()
 
 
 async def test_trivial_intake_answers_and_routes_to_answer() -> None:
@@ -167,7 +174,7 @@ async def test_bootstrap_step_that_completed_ends_the_goal_without_a_call() -> N
     decision = AgentDecision(steps=[StepAction(id="s1", description="one more")])
     result = PlanResult(status="continue", plan_action="new", decision=decision, terminal_after_execute=True)
     state: dict[str, Any] = {"goal": GOAL, "iteration": 1, "plan_result": result.model_dump(mode="json"),
-                             "step_results": [StepResult(step_id="s1", success=True, output="x").model_dump(mode="json")]}
+                             "plan_manager": finished(StepResult(step_id="s1", success=True, output="x"))}
     update = await n.plan_assess(state)
     assert update["assessment"]["status"] == "done" and not model.calls
 
@@ -175,7 +182,7 @@ async def test_bootstrap_step_that_completed_ends_the_goal_without_a_call() -> N
 async def test_goal_completion_synthesises_one_answer_when_asked() -> None:
     n, model = nodes("There are two files.", synthesize=True)
     state: dict[str, Any] = {"goal": GOAL, "llm_calls": 3,
-                             "step_results": [StepResult(step_id="s1", success=True, output="a.txt b.txt").model_dump(mode="json")]}
+                             "plan_manager": finished(StepResult(step_id="s1", success=True, output="a.txt b.txt"))}
     update = await n.goal_completion(state)
     assert update["final_answer"] == "There are two files." and update["llm_calls"] == 4
     assert "a.txt b.txt" in model.calls[0].last_text

@@ -76,8 +76,9 @@ async def test_one_iteration_then_done_streams_events_in_order() -> None:
         "plan_assess",
         "goal_completion",
     ]
-    results = {r["step_id"]: r for r in state["step_results"]}
-    assert results["s2"]["output"] == "read(reread read(do s1))"
+    results = {r.step_id: r for r in PlanManager.from_dict(state["plan_manager"]).step_results()}
+    assert results["s2"].output == "read(reread read(do s1))"
+    assert "step_results" not in state  # a result's one home is its DAG node
     assert "s2: read(reread" in state["final_answer"]
     # iteration 0 has no evidence and no plan: its assessment is known without a call
     assert script.schemas() == ["RouteIntake", "GeneratePlan", "AssessStatus"]
@@ -188,19 +189,20 @@ def test_run_config_sets_an_explicit_recursion_limit_from_max_iterations() -> No
         run_config("t", 0)
 
 
-async def test_plan_mode_offers_only_read_only_tools_while_planning() -> None:
+async def test_plan_mode_offers_every_configured_tool_marked_and_refuses_others() -> None:
     script = PhaseScript(
         AssessStatus=[assess("done", 1.0)],
-        GeneratePlan=[plan(step("s1", tools=["write"])), plan(step("s1", tools=["read"]))],
+        GeneratePlan=[plan(step("s1", tools=["rm"])), plan(step("s1", tools=["write"]))],
     )
     wrote: list[str] = []
     ex = StepExecutor(tools=[read_tool(), read_tool(wrote, name="write", read_only=False)])
     state, _, _ = await _run(script, ex)
     prompts = [c.prompt_text for c in script.calls if c.schema_name == "GeneratePlan"]
-    assert "- read, tool (read-only)" in prompts[0] and "- write," not in prompts[0]
-    # a plan naming the write tool is rejected before anything runs, and re-asked
-    assert "'write'" in prompts[1] and wrote == []
-    assert state["status"] == "done"
+    # the write tool is offered, unmarked; the read tool is marked read-only
+    assert "- read(text) [read-only]: read something" in prompts[0]
+    assert "- write(text): write something" in prompts[0]
+    assert "'rm'" in prompts[1]  # a tool outside the configuration is refused, and re-asked
+    assert state["status"] == "done" and wrote == ["do s1"]  # the write step ran once, after validation
 
 
 async def test_slow_branch_does_not_hold_back_the_fast_branch_inside_the_graph() -> None:
@@ -335,10 +337,13 @@ async def test_a_follow_up_repeating_the_same_goal_on_a_thread_runs_its_steps_ag
     assert log == ["do s1", "do s1"]  # the journal of the first run was not replayed
 
 
-async def test_the_compiled_graph_carries_a_recursion_limit_from_the_planners_max_iterations() -> None:
+async def test_the_compiled_graph_carries_a_recursion_limit_from_its_max_iterations() -> None:
     from soothe_planner.graph.loop import recursion_limit_for
     from soothe_planner.models import PlannerSettings
 
     script = PhaseScript()
-    graph = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor())
+    graph = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor(), max_iterations=2)
     assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)
+    # an option of the graph, not read from one planner's settings
+    default = build_strange_loop(script.planner(PlannerSettings(max_iterations=2)), StepExecutor())
+    assert default.config is not None and default.config["recursion_limit"] == recursion_limit_for(10)

@@ -408,14 +408,14 @@ def test_requeue_interrupted_after_a_resume() -> None:
 # --------------------------------------------------------------------------- views
 
 
-def test_planning_context_lines_and_excerpts() -> None:
+def test_dag_prompt_lines_and_excerpts() -> None:
     pm = PlanManager("g")
     pm.ingest(
         decision(act("s1", desc="Fetch the page"), act("s2", "s1", desc="Read the config"), act("s3", "s2"))
     )
     run(pm, ok("s1", "line one\nline two"))
     run(pm, bad("s2", "no such file"))
-    assert pm.planning_context() == "\n".join(
+    assert pm.dag_prompt() == "\n".join(
         [
             "s1 [completed] Fetch the page",
             "    result: line one line two",
@@ -427,38 +427,38 @@ def test_planning_context_lines_and_excerpts() -> None:
     )
 
 
-def test_planning_context_shows_the_last_error_of_a_step_waiting_for_a_retry() -> None:
+def test_dag_prompt_shows_the_last_error_of_a_step_waiting_for_a_retry() -> None:
     pm = PlanManager("g", failure_policy="retry(1)")
     pm.ingest(decision(act("s1", desc="Call the API")))
     run(pm, bad("s1", "HTTP 503"))
-    assert pm.planning_context() == "s1 [pending] Call the API\n    previous attempt error: HTTP 503"
+    assert pm.dag_prompt() == "s1 [pending] Call the API\n    previous attempt error: HTTP 503"
 
 
-def test_planning_context_trims_the_longest_excerpts_first() -> None:
+def test_dag_prompt_trims_the_longest_excerpts_first() -> None:
     pm = PlanManager("g")
     pm.ingest(decision(act("a"), act("b")))
     run(pm, ok("a", "x" * 150), ok("b", "short result"))
-    full = pm.planning_context()
-    text = pm.planning_context(max_chars=len(full) - 60)
+    full = pm.dag_prompt()
+    text = pm.dag_prompt(max_chars=len(full) - 60)
     assert len(text) <= len(full) - 60
     assert "short result" in text and "x" * 150 not in text and "xxxx" in text
 
 
-def test_planning_context_never_drops_unfinished_ids_or_statuses() -> None:
+def test_dag_prompt_never_drops_unfinished_ids_or_statuses() -> None:
     pm = PlanManager("g")
     pm.ingest(decision(*[act(f"s{i}", desc="a fairly long description " * 3) for i in range(6)]), 0)
     run(pm, ok("s0", "y" * 500))
-    text = pm.planning_context(max_chars=40)
+    text = pm.dag_prompt(max_chars=40)
     for i in range(1, 6):
         assert f"s{i} [pending]" in text
     assert "y" * 20 not in text
 
 
-def test_planning_context_folds_finished_steps_when_short_of_room() -> None:
+def test_dag_prompt_folds_finished_steps_when_short_of_room() -> None:
     pm = PlanManager("g")
     pm.ingest(decision(*[act(f"s{i}", desc="describe " * 5) for i in range(8)]))
     run(pm, *[ok(f"s{i}") for i in range(6)])
-    text = pm.planning_context(max_chars=160)
+    text = pm.dag_prompt(max_chars=160)
     assert text.startswith("(6 finished steps omitted")
     assert "s6 [pending]" in text and "s7 [pending]" in text
     assert len(text) <= 160
@@ -519,7 +519,7 @@ def test_from_plan_keeps_statuses_and_results() -> None:
 def test_an_empty_manager_is_an_active_plan_with_nothing_in_flight() -> None:
     pm = PlanManager("g")
     assert pm.to_plan().status == "active" and pm.in_flight_decision() is None
-    assert not pm.has_unfinished() and pm.ready_steps() == [] and pm.planning_context() == "(no steps yet)"
+    assert not pm.has_unfinished() and pm.ready_steps() == [] and pm.dag_prompt() == "(no steps yet)"
 
 
 # --------------------------------------------------------------------------- persistence

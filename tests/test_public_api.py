@@ -12,6 +12,7 @@ EXPECTED = {
     # errors
     "PlannerError",
     "ConfigError",
+    "CheckpointDamagedError",
     "ModelIntegrityError",
     "PlanValidationError",
     "PlanParseError",
@@ -78,11 +79,13 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
 
 def test_planner_implements_both_protocols() -> None:
     from soothe_planner import LLMPlanner, LoopPlannerProtocol, PlannerProtocol
+    from soothe_planner.protocols import protocol_mismatches
     from soothe_planner.testing import ScriptedChatModel
 
     planner = LLMPlanner(ScriptedChatModel(responses=[]))
     assert isinstance(planner, PlannerProtocol)
     assert isinstance(planner, LoopPlannerProtocol)
+    assert protocol_mismatches(planner, PlannerProtocol) == protocol_mismatches(planner, LoopPlannerProtocol) == []
 
 
 def test_importing_the_package_does_not_import_langgraph() -> None:

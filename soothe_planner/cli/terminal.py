@@ -1,9 +1,13 @@
 """How does a run look on a terminal: the live step table, the final report, a plan in three formats?
 
-Kept out of ``cli.py`` so the CLI stays argument parsing and one error boundary. Everything here
+Kept out of ``app.py`` so the CLI stays argument parsing and one error boundary. Everything here
 reads plain data — the graph's stream events and its state values (which are JSON-mode dumps by
 design) — and never calls the library's planner or executor. Rendering uses ``rich``; on a
 terminal the step table is redrawn live, elsewhere (a pipe, a CI log) each event becomes one line.
+
+Only terminal renderings live here. A plan's prompt text and its Mermaid diagram are the DAG's
+(``dag/render.py``); ``plan_mermaid`` hands the plan's steps to that one diagram rather than
+drawing its own.
 """
 
 from __future__ import annotations
@@ -17,10 +21,19 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from soothe_planner.dag import PlanManager
-from soothe_planner.models import AgentDecision, Plan, PlanStep
+from soothe_planner.dag import PlanManager, mermaid
+from soothe_planner.models import Plan
 
-__all__ = ["RunView", "plan_json", "plan_mermaid", "plan_table", "render_report", "report_dict", "steps_table"]
+__all__ = [
+    "RunView",
+    "failure_reason",
+    "plan_json",
+    "plan_mermaid",
+    "plan_table",
+    "render_report",
+    "report_dict",
+    "steps_table",
+]
 
 _STATUS_STYLE = {
     "pending": "dim",
@@ -129,7 +142,8 @@ class RunView:
             row.status = "completed" if event.get("success") else "failed"
             row.elapsed_s = float(event.get("duration_ms") or 0) / 1000
             row.note = str(event.get("output") or "") if event.get("success") else f"{event.get('error_type')}: {event.get('error')}"
-            return f"step {row.id} {row.status} ({row.elapsed_s:.1f}s)"
+            kind = "" if event.get("success") else f": {event.get('error_type')}"
+            return f"step {row.id} {row.status} ({row.elapsed_s:.1f}s){kind}"
         if kind == "approval":
             return "plan approved" if event.get("approved") else f"plan rejected: {event.get('feedback')}"
         if kind == "error":
@@ -164,6 +178,20 @@ class RunView:
 # --------------------------------------------------------------------------- final report
 
 
+def failure_reason(values: dict[str, Any]) -> str | None:
+    """Why a failed run failed, in one line: the loop's error and the last step that failed."""
+    if values.get("status") != "failed":
+        return None
+    rows = rows_from_manager(values.get("plan_manager"))
+    failed = [r for r in rows if r.status == "failed"]
+    parts = [str(values["error"])] if values.get("error") else []
+    if failed:
+        parts.append(f"{len(failed)} step(s) failed, the last {failed[-1].id}: {_excerpt(failed[-1].note, 160)}")
+    elif rows and all(r.status == "completed" for r in rows):
+        parts.append(f"all {len(rows)} step(s) completed, yet the goal was never assessed done")
+    return "; ".join(parts) or "the run failed without an error message"
+
+
 def report_dict(values: dict[str, Any], *, thread_id: str, llm_calls: int | None = None) -> dict[str, Any]:
     """The JSON report of a run, from the graph's state values."""
     rows = rows_from_manager(values.get("plan_manager"))
@@ -175,6 +203,7 @@ def report_dict(values: dict[str, Any], *, thread_id: str, llm_calls: int | None
         "llm_calls": values.get("llm_calls") if llm_calls is None else llm_calls,
         "final_answer": values.get("final_answer"),
         "error": values.get("error"),
+        "why": failure_reason(values),
         "steps": [
             {"id": r.id, "status": r.status, "depends_on": r.depends_on, "description": r.description,
              "seconds": r.elapsed_s, "result": r.note}
@@ -192,7 +221,10 @@ def render_report(console: Console, values: dict[str, Any], *, thread_id: str, l
     rows = rows_from_manager(values.get("plan_manager"))
     if rows:
         console.print(steps_table(rows, title=f"goal: {_excerpt(values.get('goal'), 100)}"))
-    if values.get("error"):
+    why = failure_reason(values)
+    if why:
+        console.print(Text.assemble(("failed: ", "bold red"), why))
+    elif values.get("error"):
         console.print(Text.assemble(("error: ", "bold red"), str(values["error"])))
     if values.get("final_answer"):
         console.print(Text("answer", style="bold"))
@@ -204,10 +236,14 @@ def render_report(console: Console, values: dict[str, Any], *, thread_id: str, l
 
 def plan_table(plan: Plan) -> Table:
     table = Table(title=f"plan for: {_excerpt(plan.goal, 100)}", title_justify="left")
-    for name in ("step", "depends on", "tools / subagent", "description"):
+    for name in ("step", "depends on", "tool / subagent", "description"):
         table.add_column(name, overflow="fold")
     for s in plan.steps:
-        table.add_row(s.id, ", ".join(s.depends_on), ", ".join(s.tools) or (s.subagent or ""), s.description)
+        # a typed tool step shows its call; a step with neither tool nor subagent is a model step
+        uses = (f"{s.tool} {json.dumps(s.args, ensure_ascii=False)}" if s.tool else ", ".join(s.tools)) or (
+            s.subagent or "(model)"
+        )
+        table.add_row(s.id, ", ".join(s.depends_on), uses, s.description)
     return table
 
 
@@ -216,8 +252,5 @@ def plan_json(plan: Plan) -> str:
 
 
 def plan_mermaid(plan: Plan) -> str:
-    manager = PlanManager(plan.goal, max_plan_steps=max(1, len(plan.steps)))
-    if plan.steps:
-        steps: list[PlanStep] = plan.steps
-        manager.ingest(AgentDecision(steps=[s.to_action() for s in steps]))
-    return manager.to_mermaid()
+    """The plan as a diagram: the DAG's own Mermaid rendering, with the steps' statuses."""
+    return mermaid(plan.steps)

@@ -1,4 +1,4 @@
-"""YAML to ``SootheConfig``, and the one place that builds planners, executors and runs from it.
+"""YAML to ``SootheConfig``, and the one place that builds planners, executors, runs and their graph from it.
 
 The front door of ``soothe_planner.config``: other subpackages import these names from here, never
 from a module inside it (``tests/test_layers.py`` keeps it so).
@@ -24,6 +24,8 @@ from soothe_planner.config.resolve import (
     SCRIPTED_MODEL_ENV,
     ModelPool,
     ResolvedRun,
+    build_graph,
+    loop_options,
     resolve_chat_model,
     resolve_checkpointer,
     resolve_controller,
@@ -59,11 +61,13 @@ __all__ = [
     "SootheConfig",
     "SubagentConfig",
     "TracingConfig",
+    "build_graph",
     "check_model_spec",
     "config_from_dict",
     "format_validation_error",
     "interpolate",
     "load_config",
+    "loop_options",
     "parse_yaml",
     "provider_of",
     "resolve_chat_model",

@@ -1,4 +1,4 @@
-"""How is a run's machinery — models, planner, executor, limiter, checkpointer — built from a config?
+"""How is a run's machinery — models, planner, executor, limiter, the graph, checkpointer — built from a config?
 
 One function per part, each taking the config plus an optional explicit object that wins over it
 (``resolve_planner(config, model=my_model)``). Everything that could fail for a reason the user
@@ -10,18 +10,31 @@ The planner's and the executor's LLM calls must share ONE ``ConcurrencyControlle
 is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
 ``resolve_run`` do that. Models are built once per string and shared the same way, so the
 embedded server starts once and a scripted model's replies are consumed in one order.
+
+The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
+is it in one call): the command line, the LangGraph server's ``make_graph`` and library callers
+all go through it, so every key means the same everywhere — ``run.approval``, ``run.synthesize``,
+``run.intake``, ``execution.workspace`` and ``failure_policy``, ``planner.max_iterations`` and
+``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
+traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
+store, a server injects its own.
+
+The public functions scrub their ``ConfigError`` messages of every value that came from an
+environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
+not quote the key someone pasted into it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -33,6 +46,7 @@ from soothe_planner.tools import make_builtin_tools
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
+    from langgraph.graph.state import CompiledStateGraph
 
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
@@ -44,6 +58,8 @@ __all__ = [
     "SCRIPTED_MODEL_ENV",
     "ModelPool",
     "ResolvedRun",
+    "build_graph",
+    "loop_options",
     "resolve_chat_model",
     "resolve_checkpointer",
     "resolve_controller",
@@ -60,6 +76,25 @@ SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 
 
 # --------------------------------------------------------------------------- models
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _redacted(func: F) -> F:
+    """Re-raise ``func``'s ``ConfigError`` with the config's interpolated values hidden."""
+
+    @functools.wraps(func)
+    def wrapper(config: SootheConfig, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(config, *args, **kwargs)
+        except ConfigError as exc:
+            message = config.redact_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _max_tokens(config: SootheConfig) -> int:
@@ -140,6 +175,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
             temperature=temperature,
             max_tokens=max_tokens,
             extra_body={"max_tokens": max_tokens},
+            max_retries=0,  # the planner's transport policy retries; the SDK's 2 would multiply it
         )
     provider = PROVIDERS[kind]
     key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
@@ -147,7 +183,11 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
     if key is not None:
         kwargs["api_key"] = key
     try:
-        built: BaseChatModel = provider.chat_class()(**kwargs)
+        chat_class = provider.chat_class()
+        if "max_retries" in getattr(chat_class, "model_fields", {}):
+            # SDK retries run inside the LLM slot and multiply the planner's own (planner/transport.py)
+            kwargs["max_retries"] = 0
+        built: BaseChatModel = chat_class(**kwargs)
         return built
     except Exception as exc:
         raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
@@ -168,6 +208,7 @@ class ModelPool:
         return self.built[spec]
 
 
+@_redacted
 def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
     """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
     return ModelPool(config).get(spec)
@@ -187,6 +228,7 @@ def resolve_controller(config: SootheConfig) -> ConcurrencyController:
     return ConcurrencyController(config.concurrency)
 
 
+@_redacted
 def resolve_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -214,6 +256,7 @@ def resolve_planner(
     )
 
 
+@_redacted
 def resolve_loop_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -256,8 +299,12 @@ def _import_tool(spec: str) -> BaseTool:
 
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
+        # the files a later `resume` trusts: a tool that rewrote them could change what runs next
+        protected = [config.source] if config.source else []
+        if config.checkpoint.backend == "sqlite":
+            protected.append(str(config.checkpoint.path))
         try:
-            cache.update(make_builtin_tools(config.execution.workspace))
+            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
             raise ConfigError(
                 f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"
@@ -265,6 +312,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
     return cache[name]
 
 
+@_redacted
 def resolve_tools(config: SootheConfig) -> list[BaseTool]:
     """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
     cache: dict[str, BaseTool] = {}
@@ -311,6 +359,7 @@ def _subagents(
     return agents
 
 
+@_redacted
 def resolve_executor(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -339,10 +388,27 @@ def resolve_executor(
         controller=controller,
         step_timeout_s=config.execution.step_timeout_s,
         read_only=config.execution.read_only_tools,
+        calls=config.execution.step_calls,
+        recover_text_tool_calls=config.execution.recover_text_tool_calls,
     )
 
 
 # --------------------------------------------------------------------------- a whole run
+
+
+def loop_options(config: SootheConfig) -> dict[str, Any]:
+    """What ``build_strange_loop`` takes from a config, besides the planner, executor and persistence."""
+    from soothe_planner.models import PlanContext
+
+    return {
+        "approval": config.run.approval,
+        "synthesize": config.run.synthesize,
+        "intake": config.run.intake,
+        "context": PlanContext(workspace=str(config.execution.workspace)),
+        "failure_policy": config.execution.failure_policy,
+        "max_iterations": config.planner.max_iterations,
+        "max_plan_steps": config.planner.max_plan_steps,
+    }
 
 
 @dataclass
@@ -354,7 +420,27 @@ class ResolvedRun:
     planner: LLMPlanner
     executor: StepExecutor
 
+    def graph(self, *, checkpointer: Any = None, store: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+        """The StrangeLoop over these parts, with every option the config sets (the one place that builds it).
 
+        ``checkpointer``/``store``: the run's persistence (``resolve_persistence``); leave both out
+        where a server injects its own. With ``tracing.langfuse`` on, each run of the graph is a trace.
+        """
+        from soothe_planner.graph import build_strange_loop
+        from soothe_planner.tracing import run_tracer
+
+        tracer = run_tracer(self.config.tracing.langfuse)
+        return build_strange_loop(
+            self.planner,
+            self.executor,
+            checkpointer=checkpointer,
+            store=store,
+            callbacks=[tracer] if tracer is not None else (),
+            **loop_options(self.config),
+        )
+
+
+@_redacted
 def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
     """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
     pool = ModelPool(config)
@@ -364,6 +450,13 @@ def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> Res
     planner = resolve_loop_planner(config, model, controller=controller, pool=pool)
     executor = resolve_executor(config, model, controller=controller, pool=pool)
     return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor)
+
+
+def build_graph(
+    config: SootheConfig, model: BaseChatModel | None = None, *, checkpointer: Any = None, store: Any = None
+) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """``resolve_run(config, model).graph(...)``: the StrangeLoop for a config in one call."""
+    return resolve_run(config, model).graph(checkpointer=checkpointer, store=store)
 
 
 # --------------------------------------------------------------------------- checkpointer

@@ -6,10 +6,16 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.dag.arg_schema import (
+    check_args,
+    signature,
+)
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
+    ReadyFeed,
     blocked_result,
     find_cycle,
+    latest_results,
     validate_steps,
 )
 from soothe_planner.dag.plan_manager import (
@@ -18,8 +24,19 @@ from soothe_planner.dag.plan_manager import (
     PlanRevision,
 )
 from soothe_planner.dag.render import (
+    dag_prompt,
     mermaid,
-    planning_context,
+)
+from soothe_planner.dag.step_refs import (
+    REFERENCE_RE,
+    Reference,
+    arg_strings,
+    map_arg_strings,
+    parse_token,
+    references_in,
+)
+from soothe_planner.dag.step_refs import (
+    canonical as canonical_reference,
 )
 from soothe_planner.dag.validation import (
     StepLike,
@@ -27,15 +44,26 @@ from soothe_planner.dag.validation import (
 )
 
 __all__ = [
+    "REFERENCE_RE",
     "IngestReport",
     "PlanDAG",
     "PlanManager",
     "PlanRevision",
+    "ReadyFeed",
+    "Reference",
     "StepLike",
+    "arg_strings",
     "blocked_result",
+    "canonical_reference",
+    "check_args",
+    "dag_prompt",
     "find_cycle",
+    "latest_results",
     "listing",
+    "map_arg_strings",
     "mermaid",
-    "planning_context",
+    "parse_token",
+    "references_in",
+    "signature",
     "validate_steps",
 ]

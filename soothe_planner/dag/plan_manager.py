@@ -10,12 +10,19 @@ did to it. What was weighed:
   again", never "rewrite what happened". A step id naming a pending node refreshes that node.
 - **Validate whole, then mutate.** Every ingest is checked first (``dag.validate_steps``); on any
   error the manager is unchanged. The same holds for a batch of step outcomes.
+- **Typed tool steps are checked against what is offered**: ``capabilities`` (plain data, no
+  LangChain) give the tools' argument schemas and descriptions, and by default the allow-list. A
+  renamed id is followed by references in args (``{{s1.output}}``) as by ``depends_on``.
 - **Nothing disappears silently.** ``replace=True`` (after a ``replan``) supersedes pending nodes
   the decision does not list: they stay in the graph as ``skipped`` with a ``superseded`` result
   (deleting them would leave dangling edges from finished steps and free their ids for other
   work) and are listed in the history. A failed step's dependents are skipped with a recorded
   ``blocked`` result.
 - **Failure policy is one rule for every path:** ``block``, or ``retry(n)`` then block.
+- **A step's result has one home: its node.** ``step_results()`` reads them back in the order they
+  were recorded (the order the loop's prompts and final summary show them in); the manager keeps
+  only that order of ids beside the nodes, never a second copy of a result. A ``superseded``
+  marker is not a result of running anything and is left out.
 - **State is plain data.** ``to_dict()`` is JSON-mode, so it rides in LangGraph checkpoints.
 """
 
@@ -24,6 +31,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
@@ -32,12 +40,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import soothe_planner.dag.render as _plan_render
-from soothe_planner.dag.plan_dag import PlanDAG
+from soothe_planner.dag.plan_dag import PlanDAG, ReadyFeed
+from soothe_planner.dag.step_refs import rename_references
 from soothe_planner.dag.validation import validate_steps
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
     FINISHED_STATUSES,
     AgentDecision,
+    Capability,
     ExecutionMode,
     FailurePolicy,
     Plan,
@@ -45,6 +55,7 @@ from soothe_planner.models import (
     PlanStep,
     StepAction,
     StepResult,
+    execution_mode_of,
 )
 
 __all__ = ["IngestReport", "PlanManager", "PlanRevision"]
@@ -102,6 +113,7 @@ class PlanManager:
         failure_policy: str | FailurePolicy = "block",
         max_plan_steps: int = 8,
         allowed_capabilities: Collection[str] | None = None,
+        capabilities: Sequence[Capability] | None = None,
     ) -> None:
         try:
             self.failure_policy = FailurePolicy.parse(failure_policy)
@@ -111,6 +123,9 @@ class PlanManager:
             raise ConfigError(f"max_plan_steps must be >= 1, got {max_plan_steps}")
         self.goal = goal
         self.max_plan_steps = max_plan_steps
+        self.capabilities: dict[str, Capability] = {c.name: c for c in capabilities or ()}
+        if allowed_capabilities is None and self.capabilities:
+            allowed_capabilities = self.capabilities
         self.allowed_capabilities = None if allowed_capabilities is None else frozenset(allowed_capabilities)
         self.history: list[PlanRevision] = []
         self.dag = PlanDAG()
@@ -119,6 +134,8 @@ class PlanManager:
         self._reasoning = ""
         self.plan_id = uuid.uuid4().hex[:12]  # stable across to_plan() calls and revisions
         self._revision_base = 0  # a plan loaded with from_plan() keeps counting its revisions
+        # Step ids in the order their latest results were recorded (the results live on the nodes).
+        self._recorded: dict[str, None] = {}
 
     # ------------------------------------------------------------------ reading
 
@@ -139,6 +156,19 @@ class PlanManager:
     def results(self) -> dict[str, StepResult]:
         """Results of finished steps (a step waiting for a retry is not finished)."""
         return {n.id: n.result for n in self.dag.nodes.values() if n.finished and n.result is not None}
+
+    def step_results(self) -> list[StepResult]:
+        """The latest result of every step that ran or was blocked, in the order they were recorded.
+
+        A step waiting for a retry shows its failed attempt; ``superseded`` markers are left out.
+        """
+        nodes = self.dag.nodes
+        out = []
+        for sid in self._recorded:
+            r = nodes[sid].result
+            if r is not None and r.error_type != "superseded":
+                out.append(r)
+        return out
 
     def has_unfinished(self) -> bool:
         return self.dag.unfinished_count > 0
@@ -165,7 +195,9 @@ class PlanManager:
                 taken.add(candidate)
                 return candidate
 
-    def _prepare(self, decision: AgentDecision, replace: bool) -> _Prepared:
+    def _prepare(
+        self, decision: AgentDecision, replace: bool, capabilities: Mapping[str, Capability] | None = None
+    ) -> _Prepared:
         prep = _Prepared()
         nodes = self.dag.nodes
         prep.counters = dict(self._counters)
@@ -177,11 +209,16 @@ class PlanManager:
             if node is not None and node.status != "pending":
                 prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
         ren = prep.renamed
+        given_ids = frozenset(given)
         prep.steps = [
             s.model_copy(
-                update={"id": ren.get(s.id, s.id), "depends_on": [ren.get(d, d) for d in s.depends_on]}
+                update={
+                    "id": ren.get(s.id, s.id),
+                    "depends_on": [ren.get(d, d) for d in s.depends_on],
+                    "args": rename_references(s.args, ren, given_ids),
+                }
             )
-            if ren and (s.id in ren or any(d in ren for d in s.depends_on))
+            if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args)
             else s
             for s in decision.steps
         ]
@@ -195,6 +232,7 @@ class PlanManager:
             allowed_capabilities=self.allowed_capabilities,
             superseded=set(prep.superseded),
             aliases={new: old for old, new in ren.items()},
+            capabilities=capabilities if capabilities is not None else (self.capabilities or None),
         )
         return prep
 
@@ -204,10 +242,18 @@ class PlanManager:
             return decision.decision  # ``keep`` carries none: the in-flight plan stands
         return decision
 
-    def validate(self, decision: AgentDecision | PlanResult, *, replace: bool = False) -> list[str]:
-        """What ``ingest`` would reject, without changing anything."""
+    def validate(
+        self,
+        decision: AgentDecision | PlanResult,
+        *,
+        replace: bool = False,
+        capabilities: Sequence[Capability] | None = None,
+    ) -> list[str]:
+        """What ``ingest`` would reject, without changing anything; ``capabilities`` replace the
+        manager's own for the typed-step checks (a planner validates with what it offered)."""
         d = self._decision_of(decision)
-        return [] if d is None or not d.steps else self._prepare(d, replace).errors
+        caps = None if capabilities is None else {c.name: c for c in capabilities}
+        return [] if d is None or not d.steps else self._prepare(d, replace, caps).errors
 
     def ingest(
         self, decision: AgentDecision | PlanResult, iteration: int = 0, *, replace: bool = False
@@ -251,6 +297,13 @@ class PlanManager:
     def ready_steps(self, limit: int | None = None) -> list[PlanStep]:
         """Pending steps whose dependencies all completed, in the order they became ready (0/None: all)."""
         return self.dag.ready(limit)
+
+    def is_ready(self, step_id: str) -> bool:
+        return self.dag.is_ready(step_id)
+
+    def watch_ready(self) -> ReadyFeed:
+        """The ids entering the ready set from now on, primed with the current ones (see ``ReadyFeed``)."""
+        return self.dag.watch_ready()
 
     def mark_started(self, step_id: str) -> None:
         self.dag.mark_in_progress(step_id)
@@ -313,6 +366,7 @@ class PlanManager:
             raise PlanValidationError(errors, what="step outcomes")
         synthetic: list[StepResult] = []
         policy = self.failure_policy
+        recorded = self._recorded
         for r in todo:
             if r.success:  # checked above: pending or in progress, every dependency completed
                 dag._complete_runnable(nodes[r.step_id], r)
@@ -323,6 +377,11 @@ class PlanManager:
                     blocked = nodes[sid].result
                     assert blocked is not None
                     synthetic.append(blocked)
+        # The batch's own results first, then the blocked ones it caused: the order a caller who
+        # appended ``results`` and then the returned list would have.
+        for r in (*todo, *synthetic):
+            recorded.pop(r.step_id, None)
+            recorded[r.step_id] = None
         return synthetic
 
     # ------------------------------------------------------------------ views
@@ -353,15 +412,22 @@ class PlanManager:
             revision=self._revision_base + len(self.history),
         )
 
-    def planning_context(self, max_chars: int | None = None) -> str:
+    def dag_prompt(self, max_chars: int | None = None) -> str:
         """The DAG for a prompt: ``s2 [completed] Read the config <- s1`` plus a result excerpt per finished step.
 
         Over ``max_chars`` the longest excerpts are cut first; the ids and statuses of unfinished steps
-        are never dropped (the full order of giving way is in ``_plan_render``).
+        are never dropped (the full order of giving way is in ``dag/render.py``).
         """
-        return _plan_render.planning_context(
-            [self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars
+        return _plan_render.dag_prompt([self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars)
+
+    def planning_context(self, max_chars: int | None = None) -> str:
+        """Deprecated name of ``dag_prompt`` (``planning_context`` also named the ``PlanContext``)."""
+        warnings.warn(
+            "PlanManager.planning_context() is deprecated; call PlanManager.dag_prompt()",
+            DeprecationWarning,
+            stacklevel=2,
         )
+        return self.dag_prompt(max_chars)
 
     def to_mermaid(self) -> str:
         """A ``flowchart TD`` of the DAG with escaped labels and one style class per status."""
@@ -381,11 +447,13 @@ class PlanManager:
             "allowed_capabilities": None
             if self.allowed_capabilities is None
             else sorted(self.allowed_capabilities),
+            "capabilities": [c.model_dump(mode="json") for c in self.capabilities.values()],
             "dag": self.dag.to_dict(),
             "history": [h.model_dump(mode="json") for h in self.history],
             "rename_counters": dict(self._counters),
             "execution_mode": self._mode,
             "reasoning": self._reasoning,
+            "recorded": list(self._recorded),
         }
 
     @classmethod
@@ -402,14 +470,23 @@ class PlanManager:
             failure_policy=data["failure_policy"],
             max_plan_steps=data["max_plan_steps"],
             allowed_capabilities=data["allowed_capabilities"],
+            # absent from managers stored before typed tool steps: they had no schemas to keep
+            capabilities=[Capability.model_validate(c) for c in data.get("capabilities") or ()],
         )
         pm.dag = PlanDAG.from_dict(data["dag"])
         pm.history = [PlanRevision.model_validate(h) for h in data["history"]]
         pm._counters = {str(k): int(v) for k, v in data["rename_counters"].items()}
-        pm._mode = data["execution_mode"]
+        pm._mode = execution_mode_of(data["execution_mode"])
         pm._reasoning = data["reasoning"]
         pm.plan_id, pm._revision_base = data["plan_id"], int(data["revision_base"])
+        recorded = data.get("recorded")
+        pm._recorded = dict.fromkeys(recorded) if recorded is not None else pm._recorded_from_nodes()
         return pm
+
+    def _recorded_from_nodes(self) -> dict[str, None]:
+        # A manager saved before the record order was kept, or built from a Plan: plan order is the
+        # best order known.
+        return {n.id: None for n in self.dag.nodes.values() if n.result is not None and not _superseded(n)}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
@@ -424,4 +501,5 @@ class PlanManager:
         pm = cls(plan.goal, **kwargs)
         pm.dag.add(plan.steps)
         pm.plan_id, pm._revision_base, pm._reasoning = plan.id, plan.revision, plan.reasoning
+        pm._recorded = pm._recorded_from_nodes()
         return pm

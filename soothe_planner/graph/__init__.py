@@ -1,4 +1,4 @@
-"""LangGraph integration: the StrangeLoop graph, its node functions, approval and persistence.
+"""LangGraph integration: the StrangeLoop graph, its nodes and state view, approval and persistence.
 
 The front door of ``soothe_planner.graph``: other subpackages import these names from here, never
 from a module inside it (``tests/test_layers.py`` keeps it so).
@@ -15,12 +15,14 @@ from soothe_planner.graph.approval import (
 )
 from soothe_planner.graph.loop import (
     NODES_PER_ITERATION,
-    StrangeLoopState,
     build_strange_loop,
     goal_input,
     offered_context,
     recursion_limit_for,
     run_config,
+)
+from soothe_planner.graph.loop_nodes import (
+    LoopNodes,
 )
 from soothe_planner.graph.nodes import (
     PlannerNodes,
@@ -35,12 +37,18 @@ from soothe_planner.graph.persistence import (
 from soothe_planner.graph.state import (
     LoopGraphState,
     RunStatus,
+    StrangeLoopState,
+)
+from soothe_planner.graph.view import (
+    LoopView,
 )
 
 __all__ = [
     "NODES_PER_ITERATION",
     "ApprovalReply",
     "LoopGraphState",
+    "LoopNodes",
+    "LoopView",
     "Persistence",
     "PlannerNodes",
     "RunStatus",

@@ -2,7 +2,7 @@
 
 Each loop iteration first asks the cheap question — is the goal done? — and pays for plan
 generation only when it is not, so a ``done`` at iteration ≥ 1 costs exactly one call. Every call
-goes through one robust path (``_calls.Caller``: structured output, salvage, one raw call, bounded
+goes through one robust path (``calls.Caller``: structured output, salvage, one raw call, bounded
 re-asks, transport retries) and one concurrency slot. A plan the model writes is validated whole
 (ids, dependencies, cycles, the step cap, the capability allow-list) and a broken one is re-asked
 like a parse error. When every attempt fails the caller gets a ``PlanGenerationError`` carrying
@@ -37,7 +37,6 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -46,7 +45,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel
 
 from soothe_planner.concurrency import ConcurrencyController
-from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.dag import PlanManager, latest_results, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -66,6 +65,7 @@ from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -115,7 +115,7 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     if state.iteration < 1 or state.current_decision is None:
         return []
     last = {s.id for s in state.current_decision.steps}
-    ids = [r.step_id for r in phases.latest_results(state.step_results)
+    ids = [r.step_id for r in latest_results(state.step_results)
            if r.step_id in last and not r.success and r.error_type != "blocked"]
     if pm is not None:
         ids = [i for i in ids if i in pm and pm.node(i).status == "failed"]
@@ -127,9 +127,8 @@ class LLMPlanner:
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
-    ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
-    transport_retry, degraded, guard_overrides, keep_without_plan, budget_trims, compact_briefing,
-    budget_overflow, failed.
+    ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
+    counter each.
     """
 
     def __init__(
@@ -141,35 +140,39 @@ class LLMPlanner:
         controller: ConcurrencyController | None = None,
         plan_manager_factory: PlanManagerFactory | None = None,
     ) -> None:
-        self.model = model
-        self.assess_model = assess_model or model
         settings = settings or PlannerSettings()
         # 'auto' becomes the profile the answering model declares; one profile per planner
         profile = resolve_profile(settings.prompt_profile, model)
         self.settings = settings if profile == settings.prompt_profile else settings.model_copy(
             update={"prompt_profile": profile})
         self.controller = controller or ConcurrencyController()
-        self.stats: Counter[str] = Counter()
+        # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
+        # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
+        # timed out keeps its slot until the provider call really returns (no retry beside it).
+        self.model = self.controller.wrap_model(model)
+        self.assess_model = self.controller.wrap_model(assess_model) if assess_model is not None else self.model
+        self.stats = PlannerStats()
         self._caller = Caller(self.settings, self.controller, self.stats)
         self._pm_factory = plan_manager_factory or self._default_manager
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()
-        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None)
+        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None,
+                           capabilities=context.available_capabilities)
 
     def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
         if prompt.compact:
-            self.stats["compact_briefing"] += 1
+            self.stats.compact_briefing += 1
             logger.warning("%s: state trimmed and still over budget; the compact briefing replaced the instructions",
                            prompt.phase)
         if prompt.over_budget:
-            self.stats["budget_overflow"] += 1
+            self.stats.budget_overflow += 1
             logger.warning(
                 "%s: prompt of %d characters is over the budget of %d even after trimming state; sent whole",
                 prompt.phase, prompt.chars, prompt.budget_chars,
             )
         elif prompt.trimmed:
-            self.stats["budget_trims"] += 1
+            self.stats.budget_trims += 1
             logger.info("%s: trimmed %s to fit the prompt budget", prompt.phase, prompt.trimmed)
         return prompt
 
@@ -243,7 +246,7 @@ class LLMPlanner:
             if self.settings.on_failure != "degraded":
                 raise
             prev = state.previous_assessment
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-assess: degraded after %d attempts; not counted as progress", len(exc.attempts))
             return StatusAssessment(
                 status="continue", goal_progress=prev.goal_progress if prev else 0.0, confidence=0.0,
@@ -251,7 +254,7 @@ class LLMPlanner:
             )
         a = outcome.value
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
             a = a.model_copy(update={"status": "continue", "summary": f"[guard: done at iteration 0 with no evidence] {a.summary}".strip()})
         return a
@@ -283,7 +286,7 @@ class LLMPlanner:
                 max_steps=max_steps, instruction=instruction, allow_keep=True, replace=replace,
             )
             if gen.plan_action == "keep" and in_flight is None:
-                self.stats["keep_without_plan"] += 1
+                self.stats.keep_without_plan += 1
                 logger.warning("plan-generate: 'keep' with no plan in flight; asking once more for steps")
                 warnings.append("the model answered 'keep' with no plan in flight; steps were asked for")
                 gen = await self._generation_call(
@@ -294,7 +297,7 @@ class LLMPlanner:
         except PlanGenerationError as exc:
             if self.settings.on_failure != "degraded":
                 raise
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-generate: degraded after %d attempts; the in-flight plan (if any) stands", len(exc.attempts))
             prev = state.previous_assessment
             return PlanResult(
@@ -349,7 +352,7 @@ class LLMPlanner:
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         read, parse = self._readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(max_steps, allow_keep=allow_keep), prompt.messages(), phase=phase,
+            self.model, _plan_schema(context, max_steps, allow_keep), prompt.messages(), phase=phase,
             convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
@@ -373,6 +376,7 @@ class LLMPlanner:
             "known_capabilities": context.capability_names() or None,
             "max_steps": max_steps,
             "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+            "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
         }
 
         def generated(pd: ParsedDecision) -> _Generated:
@@ -393,6 +397,8 @@ class LLMPlanner:
         self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
     ) -> Callable[[_Generated], list[str]]:
         names = context.capability_names() or None
+        offered = context.available_capabilities or None
+        by_name = {c.name: c for c in offered} if offered else None
 
         def validate(gen: _Generated) -> list[str]:
             if gen.plan_action == "keep":
@@ -405,8 +411,10 @@ class LLMPlanner:
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if pm is not None:
-                return pm.validate(gen.decision, replace=replace)
-            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
+                # the offered tools' schemas and descriptions, whatever the manager was built with
+                return pm.validate(gen.decision, replace=replace, capabilities=offered)
+            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names,
+                                  capabilities=by_name)
 
         return validate
 
@@ -422,7 +430,7 @@ class LLMPlanner:
         self, goal: str, prior: list[str], context: PlanContext, tally: Tally, thread_id: str | None
     ) -> ContinuationAssessment:
         if context.intake == "complex":
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
         prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
         outcome = await self._caller.structured(
@@ -439,7 +447,7 @@ class LLMPlanner:
             elif not ca.reasoning.strip():
                 reason = "guard: bootstrap without reasoning overridden"
             if reason:
-                self.stats["guard_overrides"] += 1
+                self.stats.guard_overrides += 1
                 logger.warning("continuation: %s", reason)
                 ca = ContinuationAssessment(action="plan_generate", reasoning=f"{reason}. {ca.reasoning}".strip())
         return ca
@@ -492,7 +500,7 @@ class LLMPlanner:
                                             max_steps=self.settings.max_plan_steps)
         read, parse = self._readers(context, self.settings.max_plan_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(self.settings.max_plan_steps, allow_keep=False), prompt.messages(), phase="revise",
+            self.model, _plan_schema(context, self.settings.max_plan_steps, False), prompt.messages(), phase="revise",
             convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
@@ -539,6 +547,17 @@ class LLMPlanner:
         })
 
 
+def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool) -> type[GeneratePlan]:
+    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null."""
+    caps = context.available_capabilities
+    return generation_model(
+        max_steps,
+        allow_keep=allow_keep,
+        tools=tuple(c.name for c in caps if c.kind == "tool"),
+        subagents=tuple(c.name for c in caps if c.kind != "tool"),
+    )
+
+
 def escape_plan(pm: PlanManager) -> str:
-    return escape_data(pm.planning_context())
+    return escape_data(pm.dag_prompt())
 

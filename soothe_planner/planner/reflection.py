@@ -19,21 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from soothe_planner.dag import latest_results
 from soothe_planner.models import GoalDirective, Plan, PlanStep, Reflection, StepResult
 
 __all__ = ["deterministic_reflection", "split_failures"]
 
 
-def _latest_results(plan: Plan, step_results: Sequence[StepResult]) -> dict[str, StepResult]:
-    latest: dict[str, StepResult] = {s.id: s.result for s in plan.steps if s.result is not None}
-    for r in step_results:  # newer than what the plan recorded
-        latest[r.step_id] = r
-    return latest
+def _latest_by_step(plan: Plan, step_results: Sequence[StepResult]) -> dict[str, StepResult]:
+    # What the plan recorded, overlaid by the results given (they are newer).
+    recorded = [s.result for s in plan.steps if s.result is not None]
+    return {r.step_id: r for r in latest_results([*recorded, *step_results])}
 
 
 def split_failures(plan: Plan, step_results: Sequence[StepResult]) -> tuple[list[str], list[str], list[str], list[str]]:
     """``(completed, direct, blocked, unfinished)`` step ids, in plan order (extra results last)."""
-    latest = _latest_results(plan, step_results)
+    latest = _latest_by_step(plan, step_results)
     steps: dict[str, PlanStep] = {s.id: s for s in plan.steps}
     order = [s.id for s in plan.steps] + [sid for sid in latest if sid not in steps]
     failed: set[str] = set()
@@ -70,7 +70,7 @@ def split_failures(plan: Plan, step_results: Sequence[StepResult]) -> tuple[list
 
 def deterministic_reflection(plan: Plan, step_results: Sequence[StepResult]) -> Reflection:
     """The facts of a plan's run as a ``Reflection`` (see the module docstring for directives)."""
-    latest = _latest_results(plan, step_results)
+    latest = _latest_by_step(plan, step_results)
     completed, direct, blocked, unfinished = split_failures(plan, step_results)
     total = len(completed) + len(direct) + len(blocked) + len(unfinished)
     details = {sid: (latest[sid].error or latest[sid].output or "failed") if sid in latest else "failed" for sid in direct}

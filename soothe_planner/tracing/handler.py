@@ -22,12 +22,16 @@ from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 
+from soothe_planner.concurrency import PHASE_METADATA_KEY
+
 if TYPE_CHECKING:
     from langfuse import Langfuse
 
 __all__ = ["PHASE_KEY", "make_handler"]
 
-PHASE_KEY = "soothe_phase"
+PHASE_KEY = PHASE_METADATA_KEY
+"""The run-metadata key naming a call's phase; one definition, in ``concurrency`` (the lowest layer
+that reads it), under the name tracing has always exported."""
 
 # One call from the reader's point of view: these inner chains are folded into their parent span.
 _PLUMBING = re.compile(r"^(Runnable[A-Za-z]*(<[^>]*>)?|[A-Za-z]*Parser)$")

@@ -57,9 +57,12 @@ if TYPE_CHECKING:
     from soothe_planner.models import StepResult
 
 __all__ = [
+    "TRACED_RUN_KEY",
     "LangfuseSettingsLike",
     "StepTrace",
     "TraceHandle",
+    "client_for",
+    "open_handle",
     "run_name_for",
     "trace_id_for",
     "trace_run",
@@ -196,6 +199,15 @@ def _settings_from(settings: Any) -> LangfuseSettingsLike | None:
     return settings
 
 
+def client_for(settings: Any) -> Langfuse | None:
+    """The Langfuse client the settings (``tracing.langfuse`` or a whole config) ask for, or None when off.
+
+    Off when disabled, or when either key is missing from the environment (one notice per process).
+    """
+    cfg = _settings_from(settings)
+    return _client_from_env(cfg) if cfg is not None and cfg.enabled else None
+
+
 def _client_from_env(cfg: LangfuseSettingsLike) -> Langfuse | None:
     global _warned_missing_keys
     public_key = os.environ.get(PUBLIC_KEY_ENV)
@@ -251,27 +263,50 @@ def trace_run(
             state = await graph.ainvoke(inputs, trace.config_for(run_config))
         print(trace.summary())
     """
-    run_name = run_name_for(goal, resumed=resumed)
     cfg = _settings_from(settings)
     if client is None and cfg is not None and cfg.enabled:
         client = _client_from_env(cfg)
     if client is None:
-        yield TraceHandle(enabled=False, run_name=run_name, session_id=thread_id)
+        yield TraceHandle(enabled=False, run_name=run_name_for(goal, resumed=resumed), session_id=thread_id)
         return
+    handle = open_handle(client, cfg, goal=goal, thread_id=thread_id, resumed=resumed, run_key=run_key)
+    try:
+        yield handle
+    finally:
+        try:
+            client.flush()
+        except Exception as exc:  # a tracing outage must never fail the run it describes
+            logger.warning("Langfuse flush failed: %s", exc)
 
+
+TRACED_RUN_KEY = "soothe_thread_id"
+"""Run metadata that marks a run already traced by ``trace_run`` (``RunTracer`` leaves it alone)."""
+
+
+def open_handle(
+    client: Langfuse,
+    cfg: LangfuseSettingsLike | None,
+    *,
+    goal: str,
+    thread_id: str,
+    resumed: bool = False,
+    run_key: str | None = None,
+) -> TraceHandle:
+    """The enabled handle of one run: its handler, trace id, name and trace metadata (one place)."""
+    run_name = run_name_for(goal, resumed=resumed)
     trace_id = trace_id_for(thread_id, run_key)
     tags = [_ascii(t) for t in (cfg.tags if cfg is not None else ())]
     metadata: dict[str, Any] = {
         "langfuse_session_id": _ascii(thread_id),
         "langfuse_trace_name": _ascii(run_name),
-        "soothe_thread_id": thread_id,
+        TRACED_RUN_KEY: thread_id,
         "soothe_resumed": resumed,
     }
     if tags:
         metadata["langfuse_tags"] = tags
     if cfg is not None and cfg.user_id:
         metadata["langfuse_user_id"] = _ascii(cfg.user_id)
-    handle = TraceHandle(
+    return TraceHandle(
         enabled=True,
         run_name=run_name,
         session_id=thread_id,
@@ -281,13 +316,6 @@ def trace_run(
         tags=tags,
         _client=client,
     )
-    try:
-        yield handle
-    finally:
-        try:
-            client.flush()
-        except Exception as exc:  # a tracing outage must never fail the run it describes
-            logger.warning("Langfuse flush failed: %s", exc)
 
 
 # --------------------------------------------------------------------------- steps

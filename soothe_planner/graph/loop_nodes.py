@@ -1,0 +1,190 @@
+"""The nodes the compiled StrangeLoop adds to the planner's: execution, the approval gate, routing.
+
+``LoopNodes`` extends ``PlannerNodes`` with what needs the executor or the loop's options:
+
+- ``execute`` runs the ready set as eager dataflow *inside* the node (LangGraph's ``Send`` fan-out
+  waits for the slowest branch of each superstep), under the executor's controller, with the step
+  journal from the graph's store. Its results land on the DAG's nodes — their one home — and the
+  node writes the manager back.
+- ``approve`` is the optional gate (``approval.py``): it calls ``interrupt()`` and does nothing
+  before it but pure computation, because LangGraph reruns an interrupted node from its start.
+- ``intake`` gives each goal run an id that scopes the step journal; ``validate`` keeps the DAG as
+  it was before a decision awaiting approval, so a rejected plan can be taken back out of it.
+- The ``after_*`` methods are the conditional edges; their names are the names a trace shows.
+
+Node and router names match the node names in ``loop.py``'s wiring table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from langgraph.graph import END
+from langgraph.types import interrupt
+
+from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.errors import PlannerError
+from soothe_planner.execution import StepExecutor
+from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
+from soothe_planner.protocols import LoopPlannerProtocol
+
+from .approval import parse_reply, render_decision, seal_digest
+from .nodes import PlannerNodes, emit, route_after_assess, route_after_resolve
+
+__all__ = ["LoopNodes"]
+
+State = Mapping[str, Any]
+
+
+def _journal(executor: StepExecutor) -> Any:
+    if executor.journal is not None:
+        return executor.journal
+    try:
+        from langgraph.config import get_store
+
+        return get_store()
+    except Exception:  # no store compiled in: no journal, steps rerun after a crash
+        return None
+
+
+class LoopNodes(PlannerNodes):
+    """Every node and router of the compiled StrangeLoop, for one planner, executor and set of options."""
+
+    def __init__(
+        self,
+        planner: LoopPlannerProtocol,
+        executor: StepExecutor,
+        *,
+        context: PlanContext,
+        policy: ConcurrencyPolicy,
+        approval: bool = False,
+        synthesize: bool = False,
+        failure_policy: str | FailurePolicy = "block",
+        max_iterations: int = 10,
+        max_plan_steps: int = 8,
+        intake: bool = True,
+    ) -> None:
+        super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
+                         max_iterations=max_iterations, max_plan_steps=max_plan_steps, intake=intake)
+        self.executor = executor
+        self.policy = policy
+        self.approval = approval
+
+    # ------------------------------------------------------------------ nodes
+
+    async def intake(self, state: State) -> dict[str, Any]:
+        update = await super().intake(state)
+        # Every goal run gets its own journal scope: a follow-up on the thread that repeats a step
+        # (same goal, same step text) must run it again, not replay the earlier run's result. The
+        # id is checkpointed with this node's output, so a resumed run keeps it.
+        update["run_id"] = uuid.uuid4().hex
+        return update
+
+    async def validate(self, state: State) -> dict[str, Any]:
+        update = await self.resolve_decision(state)
+        if self.approval:
+            # Kept so a rejected plan can be taken back out of the DAG before the planner revises it.
+            update["pre_approval_plan_manager"] = state.get("plan_manager")
+        return update
+
+    async def approve(self, state: State) -> dict[str, Any]:
+        # No side effects before interrupt(): on resume this node runs again from its start. The seal
+        # is over the decision exactly as stored, so this node reads the plain state, not a view.
+        decision = state.get("current_decision") or {}
+        digest = seal_digest(decision)
+        sealed = state.get("sealed_plan") or {}
+        if sealed.get("sha256") == digest:
+            # This exact plan was approved already: no second question.
+            return {"approval_feedback": None}
+        rendering = render_decision(decision)
+        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}))
+        if reply.approved:
+            emit({"event": "approval", "approved": True, "sha256": digest})
+            return {
+                "sealed_plan": {"sha256": digest, "plan": decision, "rendering": rendering},
+                "approval_feedback": None,
+            }
+        emit({"event": "approval", "approved": False, "feedback": reply.feedback})
+        note = f"The human rejected the proposed plan. Their feedback: {reply.feedback or '(none given)'}"
+        memory = ((state.get("working_memory") or "") + "\n" + note).strip()
+        return {
+            "approval_feedback": reply.feedback,
+            "working_memory": memory,
+            "plan_manager": state.get("pre_approval_plan_manager"),
+            "current_decision": None,
+            "sealed_plan": None,
+        }
+
+    async def execute(self, state: State) -> dict[str, Any]:
+        view = self.view(state)
+        pm = view.manager
+        stored = state.get("current_decision")
+        briefing = None
+        if self.approval:
+            sealed = state.get("sealed_plan")
+            refusal = _check_seal(stored, pm.in_flight_decision(), sealed)
+            if refusal:
+                emit({"event": "error", "error": refusal, "iteration": view.iteration})
+                return {"status": "failed", "error": refusal}
+            assert sealed is not None
+            # The approved plan travels with every agent/subagent task as data, never as instructions.
+            briefing = (f"Approved plan, sealed with SHA-256 {sealed.get('sha256')}:\n"
+                        f"{sealed.get('rendering') or render_decision(stored or {})}")
+        pm.requeue_interrupted()
+        mode = view.current_decision.execution_mode if view.current_decision else pm.execution_mode
+        if self.policy.step_parallelism == "sequential":
+            mode = "sequential"
+        scoped = f"{view.thread_id or 'default'}/{state.get('run_id') or '-'}"
+        try:
+            async with self.executor.controller.goal():
+                await self.executor.run(pm, execution_mode=mode, thread_id=view.thread_id,
+                                        journal=_journal(self.executor), journal_scope=scoped, briefing=briefing)
+        except PlannerError as exc:
+            error = f"execution failed: {exc}"
+            emit({"event": "error", "error": error, "iteration": view.iteration})
+            return {"status": "failed", "error": error}
+        return {"plan_manager": pm.to_dict()}
+
+    # ------------------------------------------------------------------ routers
+
+    def after_assess(self, state: State) -> str:
+        route = route_after_assess(state)
+        return END if route == "failed" else route
+
+    def after_generate(self, state: State) -> str:
+        return END if state.get("status") == "failed" else "validate"
+
+    def after_validate(self, state: State) -> str:
+        route = route_after_resolve(state)
+        if route == "failed":
+            return END
+        if route == "execute" and self.approval:
+            return "approve"
+        return route
+
+    def after_approve(self, state: State) -> Literal["execute", "plan_generate"]:
+        return "execute" if state.get("current_decision") and state.get("sealed_plan") else "plan_generate"
+
+    def after_execute(self, state: State) -> str:
+        return END if state.get("status") == "failed" else "record_iteration"
+
+
+def _check_seal(decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any) -> str | None:
+    if not sealed or not sealed.get("sha256"):
+        return "refusing to execute: approval is required and no approved (sealed) plan is in the state"
+    if decision is None:
+        return "refusing to execute: there is no current decision to match against the sealed plan"
+    digest = seal_digest(decision)
+    if digest != sealed["sha256"]:
+        return (
+            f"refusing to execute: the decision's SHA-256 {digest[:12]}… does not match the sealed plan "
+            f"{sealed['sha256'][:12]}…; the plan changed after approval, so it must be approved again"
+        )
+    if in_flight is None or seal_digest(in_flight.model_dump(mode="json")) != digest:
+        return (
+            "refusing to execute: the plan manager's in-flight steps differ from the sealed plan; "
+            "the DAG changed after approval, so it must be approved again"
+        )
+    return None

@@ -1,0 +1,401 @@
+"""The goal-suite benchmark's harness: suites read strictly, runs scored honestly, every strategy wired.
+
+No model runs here. Runs are scripted (``ScriptedChatModel`` through the real ReAct strategy, or
+the scripted actors of ``bench/goals_scripted.py`` through all three strategies) on a tiny suite
+written in each test, so each verdict below is known in advance and the harness must reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage
+
+from bench import goals as goals_bench
+from bench.goals_scripted import EXTRA_FILE, example_matching
+from bench.goals_strategies import STRATEGIES
+from bench.goals_suite import SuiteError, load_suite, snapshot, violations
+from soothe_planner.config import load_config
+from soothe_planner.testing import FunctionChatModel, ScriptedChatModel
+
+SUITE = """\
+workspace: ws
+goals:
+  - id: report
+    goal: Write the word alpha into REPORT.md.
+    checks:
+      - file: REPORT.md
+        contains: ["alpha"]
+  - id: port
+    goal: Which port does the server use?
+    checks:
+      - answer_matches: '\\b8443\\b'
+  - id: owner
+    goal: Who owns the project?
+    checks:
+      - answer_contains: ["Priya Raman"]
+"""
+
+CONFIG = """\
+models: {default: "scripted:unused.json"}
+planner: {max_iterations: 3, max_plan_steps: 4, structured_output_method: function_calling, retries: 1,
+          transport_retries: 0, transport_backoff_s: 0}
+concurrency: {global_max_llm_calls: 1, max_total_llm_calls: 20}
+execution:
+  step_timeout_s: 30
+  tools: [builtin:list_dir, builtin:read_file, builtin:search_text, builtin:write_file]
+checkpoint: {backend: memory}
+"""
+
+
+def write_suite(root: Path, text: str = SUITE) -> Path:
+    suite = root / "suite"
+    (suite / "ws" / "docs").mkdir(parents=True)
+    (suite / "ws" / "notes.txt").write_text("port 8443; owner Priya Raman\n")
+    (suite / "ws" / "docs" / "a.md").write_text("# A\n")
+    (suite / "suite.yaml").write_text(text)
+    return suite
+
+
+@pytest.fixture
+def suite_dir(tmp_path: Path) -> Path:
+    return write_suite(tmp_path)
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    (tmp_path / "unused.json").write_text("[]")  # never read: every test hands the runner its model
+    path = tmp_path / "bench.yaml"
+    path.write_text(CONFIG)
+    return path
+
+
+def write_call(path: str, content: str, n: int = 0) -> dict[str, Any]:
+    return {"name": "write_file", "args": {"path": path, "content": content}, "id": f"w{n}", "type": "tool_call"}
+
+
+def run_one(suite_dir: Path, config_path: Path, goal_id: str, model: Any, *, strategy: str = "react",
+            max_seconds: float | None = None) -> dict[str, Any]:
+    suite = load_suite(suite_dir)
+    (goal,) = suite.select([goal_id])
+    return asyncio.run(goals_bench.run_goal(goal, suite, strategy, load_config(config_path), model, max_seconds))
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_a_run_that_writes_the_right_file_is_a_success(suite_dir: Path, config_path: Path) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("REPORT.md", "ALPHA and more")]), "Written."])
+    record = run_one(suite_dir, config_path, "report", model)
+    assert record["outcome"] == "success", record
+    assert record["violations"] == []
+    assert not (suite_dir / "ws" / "REPORT.md").exists()  # the run wrote into its copy only
+
+
+def test_a_run_that_says_done_without_writing_the_file_is_a_false_success(suite_dir: Path, config_path: Path) -> None:
+    record = run_one(suite_dir, config_path, "report", ScriptedChatModel(["Done: REPORT.md holds alpha."]))
+    assert record["status"] == "done"
+    assert record["outcome"] == "false_success"
+    assert "REPORT.md" in record["reason"] and "does not exist" in record["reason"]
+
+
+def test_a_file_without_the_required_text_is_a_false_success(suite_dir: Path, config_path: Path) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("REPORT.md", "beta")]), "Written."])
+    record = run_one(suite_dir, config_path, "report", model)
+    assert record["outcome"] == "false_success"
+    assert "missing ['alpha']" in record["reason"]
+
+
+def test_an_extra_file_is_a_workspace_violation_and_never_a_success(suite_dir: Path, config_path: Path) -> None:
+    calls = [write_call("REPORT.md", "alpha"), write_call("notes.txt", "overwritten", 1),
+             write_call("docs/new.md", "x", 2)]
+    record = run_one(suite_dir, config_path, "report", ScriptedChatModel([AIMessage("", tool_calls=calls), "Done."]))
+    assert record["outcome"] == "false_success"
+    assert record["violations"] == [{"path": "docs/new.md", "change": "created"},
+                                    {"path": "notes.txt", "change": "changed"}]
+    assert (suite_dir / "ws" / "notes.txt").read_text().startswith("port 8443")
+
+
+@pytest.mark.parametrize(
+    ("goal_id", "answer", "outcome"),
+    [
+        ("port", "The server listens on 8443.", "success"),
+        ("port", "The server listens on 84430.", "false_success"),
+        ("owner", "It belongs to PRIYA RAMAN.", "success"),
+        ("owner", "It belongs to Priya.", "false_success"),
+    ],
+)
+def test_answer_checks_pass_and_fail_as_they_should(
+    suite_dir: Path, config_path: Path, goal_id: str, answer: str, outcome: str
+) -> None:
+    record = run_one(suite_dir, config_path, goal_id, ScriptedChatModel([answer]))
+    assert record["outcome"] == outcome, record
+    assert record["answer"] == answer
+
+
+def test_a_goal_over_max_seconds_is_a_failure_with_reason_timeout(suite_dir: Path, config_path: Path) -> None:
+    async def slow(call: Any) -> str:
+        await asyncio.sleep(30)
+        return "The server listens on 8443."
+
+    record = run_one(suite_dir, config_path, "port", FunctionChatModel(slow), max_seconds=0.5)
+    assert record["outcome"] == "failure"
+    assert record["reason"] == "timeout"
+    assert record["wall_s"] < 10
+
+
+def test_a_run_that_fails_is_a_failure_and_its_checks_are_still_recorded(suite_dir: Path, config_path: Path) -> None:
+    record = run_one(suite_dir, config_path, "port", ScriptedChatModel([""]))
+    assert record["outcome"] == "failure"
+    assert "without a final answer" in record["reason"]
+    assert record["checks"] and record["checks"][0]["passed"] is False
+
+
+def test_the_shared_call_budget_binds_the_baselines_too(suite_dir: Path, config_path: Path) -> None:
+    config_path.write_text(CONFIG.replace("max_total_llm_calls: 20", "max_total_llm_calls: 1"))
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("REPORT.md", "alpha")]), "Written."])
+    record = run_one(suite_dir, config_path, "report", model)
+    assert record["outcome"] == "failure"
+    assert "LLMBudgetExceeded" in record["reason"]
+    assert record["llm_calls"] == 1  # the refused call never reached the model
+
+
+def test_calls_and_tokens_come_from_the_replies_usage(suite_dir: Path, config_path: Path) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("REPORT.md", "alpha")]), "Written."])
+    record = run_one(suite_dir, config_path, "report", model)
+    assert record["llm_calls"] == record["limiter_llm_calls"] == len(model.calls) == 2
+    assert record["calls_without_usage"] == 0
+    assert record["prompt_tokens"] > 0 and record["completion_tokens"] > 0
+
+
+def test_every_goal_gets_a_fresh_copy_of_the_workspace(suite_dir: Path, config_path: Path) -> None:
+    suite = load_suite(suite_dir)
+    config = load_config(config_path)
+    writer = ScriptedChatModel([AIMessage("", tool_calls=[write_call("REPORT.md", "alpha")]), "Written.",
+                                "Done: REPORT.md holds alpha."])
+
+    async def both() -> list[dict[str, Any]]:
+        records: list[dict[str, Any]] = []
+        report = suite.select(["report"])
+        await goals_bench.run_goals([*report, *report], suite, "react", config, writer, None, records)
+        return records
+
+    first, second = asyncio.run(both())
+    assert first["outcome"] == "success"
+    assert second["outcome"] == "false_success"  # the first run's file is not in the second copy
+
+
+def test_totals_count_outcomes_and_take_medians() -> None:
+    def rec(outcome: str, calls: int, wall: float, status: str = "done", broken: int = 0) -> dict[str, Any]:
+        return {"outcome": outcome, "status": status, "llm_calls": calls, "prompt_tokens": 10 * calls,
+                "completion_tokens": calls, "calls_without_usage": 0, "wall_s": wall,
+                "violations": [{"path": "x", "change": "created"}] * broken}
+
+    sums = goals_bench.totals([rec("success", 4, 1.0), rec("false_success", 2, 3.0, broken=2),
+                               rec("failure", 6, 9.0, status="timeout")])
+    assert (sums["success"], sums["false_success"], sums["failure"], sums["timeouts"]) == (1, 1, 1, 1)
+    assert (sums["goals_with_violations"], sums["violations"]) == (1, 2)
+    assert sums["llm_calls"] == 12 and sums["llm_calls_per_success"] == 12.0
+    assert sums["median_wall_s"] == 3.0 and sums["median_llm_calls"] == 4
+
+
+# --------------------------------------------------------------------------- the workspace rule
+
+
+def test_snapshots_see_created_changed_and_deleted_files_but_not_the_allowed_ones(tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("a")
+    (tmp_path / "gone.txt").write_text("b")
+    (tmp_path / "same.txt").write_text("c")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "h").write_text("d")
+    before = snapshot(tmp_path)
+    (tmp_path / "keep.txt").write_text("a2")
+    (tmp_path / "gone.txt").unlink()
+    (tmp_path / "same.txt").write_text("c")  # rewritten with the same bytes: no change
+    (tmp_path / ".hidden" / "h").write_text("d2")
+    (tmp_path / "OUT.md").write_text("allowed")
+    (tmp_path / "link").symlink_to("keep.txt")
+    found = violations(before, snapshot(tmp_path), frozenset({"OUT.md"}))
+    assert [(v.path, v.change) for v in found] == [
+        (".hidden/h", "changed"), ("gone.txt", "deleted"), ("keep.txt", "changed"), ("link", "created")
+    ]
+
+
+# --------------------------------------------------------------------------- reading suites
+
+
+@pytest.mark.parametrize(
+    ("checks", "message"),
+    [
+        ("      - answer_equals: ['x']", "goal 'g': checks[0]: unknown check key 'answer_equals'"),
+        ("      - answer_contains: 'x'", "goal 'g': checks[0].answer_contains must be a non-empty list"),
+        ("      - file: OUT.md\n        contains: 'x'", "goal 'g': checks[0].contains must be a non-empty list"),
+        ("      - file: ../OUT.md", "goal 'g': checks[0].file must stay inside the workspace"),
+        ("      - file: /etc/passwd", "goal 'g': checks[0].file must stay inside the workspace"),
+        ("      - answer_matches: '(unclosed'", "goal 'g': checks[0].answer_matches: '(unclosed' is not a valid"),
+        ("      - answer_contains: ['x']\n        contains: ['y']", "'contains' belongs to a 'file' check"),
+        ("      - {answer_contains: ['x'], answer_matches: 'y'}", "must name exactly one check kind"),
+    ],
+)
+def test_a_malformed_check_is_an_error_naming_the_goal_and_the_key(tmp_path: Path, checks: str, message: str) -> None:
+    suite = write_suite(tmp_path, f"workspace: ws\ngoals:\n  - id: g\n    goal: do it\n    checks:\n{checks}\n")
+    with pytest.raises(SuiteError) as err:
+        load_suite(suite)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("workspace: ws\ngoals:\n  - id: g\n    goal: do it\n", "goal 'g': missing key 'checks'"),
+        ("workspace: ws\ngoals:\n  - id: g\n    goal: do it\n    check: []\n", "goal 'g': unknown key 'check'"),
+        ("workspace: ws\ngoals:\n  - {id: g, goal: a, checks: []}\n  - {id: g, goal: b, checks: []}\n",
+         "goal 'g': the id is used twice"),
+        ("workspace: ws\ngoals:\n  - {id: g, checks: []}\n", "goal 'g': 'goal' must be the goal's text"),
+        ("workspace: nowhere\ngoals:\n  - {id: g, goal: a, checks: []}\n", "workspace 'nowhere' is not a folder"),
+        ("workspace: ws\nname: x\ngoals: []\n", "unknown top-level key 'name'"),
+        ("workspace: ws\ngoals: []\n", "'goals' must be a non-empty list"),
+        ("workspace: ws\nworkspace: ws\ngoals: []\n", "duplicate"),
+    ],
+)
+def test_a_malformed_suite_is_an_error_saying_where(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SuiteError) as err:
+        load_suite(write_suite(tmp_path, text))
+    assert message in str(err.value)
+
+
+def test_an_unknown_goal_id_is_an_error_listing_the_known_ones(suite_dir: Path) -> None:
+    with pytest.raises(SuiteError, match=r"'nope', not in suite 'suite' \(its goals: report, port, owner\)"):
+        load_suite(suite_dir).select(["port", "nope"])
+    assert [g.id for g in load_suite(suite_dir).select(["owner", "report"])] == ["report", "owner"]
+
+
+def test_the_visible_suite_parses() -> None:
+    if not goals_bench.DEFAULT_SUITE.is_dir():
+        pytest.skip(f"the visible goal suite is not next to this checkout ({goals_bench.DEFAULT_SUITE.name}/ absent)")
+    suite = load_suite(goals_bench.DEFAULT_SUITE)
+    assert suite.goals and suite.workspace.is_dir()
+    assert len({g.id for g in suite.goals}) == len(suite.goals)
+
+
+@pytest.mark.parametrize("pattern", [r"\b4\b", r"v\d+\.\d+", r"(foo|bar)baz", r"[A-Z]{3}-\d{2}", r"^\s*ok$", r"x.y"])
+def test_example_matching_finds_a_string_the_pattern_matches(pattern: str) -> None:
+    import re
+
+    example = example_matching(pattern)
+    assert example is not None and re.search(pattern, example, re.IGNORECASE)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
+def test_scripted_mode_scores_every_actor_right_through_each_strategy(
+    suite_dir: Path, config_path: Path, tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", strategy,
+                             "--scripted", "--results-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads((out / f"goals-{strategy}-suite.scripted.json").read_text())
+    assert data["sanity"] == {"passed": True, "problems": [], "unscriptable": []}
+    actors = data["actors"]
+    assert actors["honest"]["totals"]["success"] == 3
+    assert actors["liar"]["totals"]["success"] == 0
+    assert all(r["violations"] == [{"path": EXTRA_FILE, "change": "created"}] for r in actors["vandal"]["goals"])
+    assert "| report | success |" in printed
+    # the audit trail: what the run did to write the file is in the results
+    detail = actors["honest"]["goals"][0]["detail"]
+    if strategy == "ours":  # a typed write step, then a model step for the answer
+        assert [(s["tool"], s["status"]) for s in detail["steps"]] == [("write_file", "completed"), (None, "completed")]
+        assert detail["steps"][0]["args"]["path"] == "REPORT.md"
+    else:
+        calls = detail["tool_calls"] if strategy == "react" else detail["steps"][0]["tool_calls"]
+        assert calls and calls[0].startswith('write_file({"path": "REPORT.md"')
+
+
+def test_a_malformed_suite_stops_the_command_with_exit_2(tmp_path: Path, config_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    suite = write_suite(tmp_path, "workspace: ws\ngoals:\n  - {id: g, goal: a, checks: [{answer_is: x}]}\n")
+    assert goals_bench.main(["--suite", str(suite), "--config", str(config_path), "--scripted"]) == 2
+    assert "goal 'g': checks[0]: unknown check key 'answer_is'" in capsys.readouterr().err
+
+
+def test_an_interrupted_run_writes_what_it_finished_and_stops_the_model_server(
+    suite_dir: Path, config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import soothe_planner.local.embedded as embedded
+
+    stopped: list[bool] = []
+    monkeypatch.setattr(embedded, "shutdown_shared_server", lambda: stopped.append(True))
+    real = STRATEGIES["react"]
+    runs = 0
+
+    async def interrupted_after_one(env: Any) -> Any:
+        nonlocal runs
+        runs += 1
+        if runs > 1:
+            raise KeyboardInterrupt
+        return await real(env)
+
+    monkeypatch.setitem(STRATEGIES, "react", interrupted_after_one)
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", "react",
+                             "--scripted", "--results-dir", str(out)])
+    assert code == 130
+    assert stopped == [True]
+    data = json.loads((out / "goals-react-suite.scripted.json").read_text())
+    assert data["interrupted"] is True
+    assert [r["id"] for r in data["actors"]["honest"]["goals"]] == ["report"]
+
+
+def test_a_measured_run_builds_the_configured_model_and_writes_its_results(
+    suite_dir: Path, config_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "unused.json").write_text(json.dumps(["The server listens on 8443.", "Nobody knows."]))
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", "react",
+                             "--goals", "port,owner", "--results-dir", str(out)])
+    assert code == 0
+    data = json.loads((out / "goals-react-suite.json").read_text())
+    assert data["model"] == "scripted:unused.json" and data["goal_ids"] == ["port", "owner"]
+    assert [(r["id"], r["outcome"], r["answer"]) for r in data["goals"]] == [
+        ("port", "success", "The server listens on 8443."), ("owner", "false_success", "Nobody knows.")
+    ]
+    assert data["totals"]["success"] == 1 and data["totals"]["false_success"] == 1
+    assert len(data["load_average_at_start"]) == 3
+    assert "| port | success |" in capsys.readouterr().out
+
+
+def test_tokens_are_read_from_an_openai_compatible_servers_usage(suite_dir: Path, config_path: Path) -> None:
+    import httpx
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": "It is 8443."}}],
+            "usage": {"prompt_tokens": 123, "completion_tokens": 7, "total_tokens": 130},
+        })
+
+    transport = httpx.MockTransport(reply)
+    model = ChatOpenAI(model="m", api_key=SecretStr("k"), base_url="http://127.0.0.1:9/v1",
+                       http_client=httpx.Client(transport=transport),
+                       http_async_client=httpx.AsyncClient(transport=transport))
+    record = run_one(suite_dir, config_path, "port", model)
+    assert record["outcome"] == "success"
+    assert (record["llm_calls"], record["prompt_tokens"], record["completion_tokens"]) == (1, 123, 7)
+
+
+def test_a_bound_that_is_not_positive_is_a_usage_error(config_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        goals_bench.main(["--config", str(config_path), "--max-seconds", "0"])
+    assert exit_.value.code == 2
+    assert "--max-seconds must be > 0, got 0" in capsys.readouterr().err
