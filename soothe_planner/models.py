@@ -407,6 +407,11 @@ class PlannerSettings(_Model):
     transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")
     transport_backoff_s: float = Field(default=0.5, ge=0)
     call_timeout_s: float = Field(default=120.0, gt=0, description="Per-call timeout, seconds.")
+    require_grounded_answer: bool | None = Field(
+        default=None,
+        description="A 'done' whose answer states a number, path, e-mail or URL that no tool returned "
+        "becomes 'replan' (None: on under the compact prompt profile).",
+    )
     on_failure: Literal["raise", "degraded"] = Field(
         default="raise", description="After every attempt failed: raise PlanGenerationError, or degrade."
     )

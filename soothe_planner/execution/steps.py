@@ -36,6 +36,8 @@ well hold JSON that looks like a call):
   the execution, so a benchmark can tell this recovery (ours alone) from the model adapter's
   lifting (``local/embedded.py``, which helps every strategy on the model).
 - An empty or whitespace-only output fails the step (``empty_output``).
+- A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
+  the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
 
 Other failure kinds decided here: ``policy_denied`` (a tool the executor lacks, or outside the
@@ -84,10 +86,12 @@ __all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "St
 
 StepKind = Literal["subagent", "remote", "agent", "tool", "tool_input", "tool_args", "model"]
 
+MISSING_MARK = "MISSING:"
 MODEL_STEP_SYSTEM = (
     "You carry out one step of a larger plan. Answer the step using only the data given with it. "
     "You have no tools: do not call or write tool calls. Do not invent facts, file names or file "
-    "contents; if the data does not hold the answer, say what is missing. Reply with the answer only."
+    f"contents. If the data does not hold the answer, reply with one line: {MISSING_MARK} and what is "
+    "missing. Otherwise reply with the answer only."
 )
 TOOL_ARGS_SYSTEM = (
     "You carry out one step of a larger plan by calling the one tool you are given. Fill in its "
@@ -278,7 +282,12 @@ class StepRunner:
             raise
         except Exception as exc:
             raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        return await self._settle(manager, step, reply, "model", (), config)
+        out = await self._settle(manager, step, reply, "model", (), config)
+        if out.text.lstrip().upper().startswith(MISSING_MARK):
+            # the model said the data does not hold the answer: a step that found nothing did not
+            # do its work, and what depends on it (a file to write) must not run on that sentence
+            raise StepFailure("missing_data", f"step {step.id!r}: {out.text.strip()[:300]}")
+        return out
 
     async def _tool_args(
         self,

@@ -44,9 +44,9 @@ from tenacity import RetryCallState
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError
 from soothe_planner.models import PlannerSettings
+from soothe_planner.planner.ladder import Ladder, Outcome, raw_text_of
 from soothe_planner.planner.output_caps import OutputCaps
 from soothe_planner.planner.prompts.profiles import schema_for
-from soothe_planner.planner.ladder import Ladder, Outcome, raw_text_of
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.transport import is_transport_error, transport_retrying
 

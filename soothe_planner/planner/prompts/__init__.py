@@ -129,6 +129,7 @@ def build(
     trimmable: Mapping[str, Keep] | None = None,
     budget_tokens: int,
     profile: str = "full",
+    system_fields: Mapping[str, str] | None = None,
 ) -> Prompt:
     """Fill the templates ``system`` and ``human``, trimming state sections to fit the budget.
 
@@ -139,8 +140,10 @@ def build(
     budget = budget_tokens * CHARS_PER_TOKEN
     has_compact = f"{system}_compact" in template_names()
     start_compact = profile == "compact" and has_compact
-    sys_text = template(f"{system}_compact" if start_compact else system).substitute()
-    tmpl = template(human)
+    sys_values = dict(system_fields or {})
+    sys_text = template(f"{system}_compact" if start_compact else system).substitute(sys_values)
+    # the compact profile may bring its own human turn: fewer sections, in the order a small model reads
+    tmpl = template(f"{human}_compact" if start_compact and f"{human}_compact" in template_names() else human)
     values = dict(fields)
     trimmable = dict(trimmable or {})
     trimmed: dict[str, int] = {}
@@ -162,7 +165,7 @@ def build(
         over = total() - budget
     compact = False
     if over > 0 and has_compact and not start_compact:
-        sys_text = template(f"{system}_compact").substitute()
+        sys_text = template(f"{system}_compact").substitute(sys_values)
         compact = True
     return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget,
                   trimmed=trimmed, compact=compact, profile=profile)
@@ -201,7 +204,7 @@ def _short(text: str) -> str:
     return text[: CAPABILITY_DESCRIPTION_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def render_capabilities(capabilities: Sequence[Capability]) -> str:
+def render_capabilities(capabilities: Sequence[Capability], *, description_chars: int | None = None) -> str:
     """One line per capability: a tool with its arguments (``read_file(path, start_line?: int)``),
     marked read-only when it changes nothing; a subagent or remote graph by name and kind."""
     if not capabilities:
@@ -209,6 +212,10 @@ def render_capabilities(capabilities: Sequence[Capability]) -> str:
     lines = []
     for c in capabilities:
         about = _short(c.description) or "no description"
+        if description_chars is not None and len(about) > description_chars:
+            # the compact profile: the first clause of what the tool does (a small model copies long text)
+            first = re.split(r" \(|; |\. ", about, maxsplit=1)[0].rstrip(".,;:")
+            about = first if len(first) <= description_chars else first[:description_chars].rsplit(" ", 1)[0] + "…"
         if c.kind == "tool":
             mark = " [read-only]" if c.read_only else ""
             lines.append(f"- {c.name}({signature(c.args_schema)}){mark}: {about}")
