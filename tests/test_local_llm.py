@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import signal
 import sys
@@ -438,3 +439,38 @@ def test_the_prompt_cache_keeps_kv_states_without_the_logits_buffer(monkeypatch:
     assert seen["loaded"] and model.scores.shape == (8, 5)
     model._logits_all = True  # logprobs need every row: the library's behaviour is kept
     assert len(llama_cls.save_state(model).scores) == 3
+
+
+def test_the_embedded_models_are_named_and_an_unknown_name_lists_them() -> None:
+    from soothe_planner.config.providers import check_model_spec
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local import EMBEDDED_MODELS, embedded_model
+
+    assert embedded_model("") is embedded_model("0.5b") and embedded_model("").sha256 == MODEL_SHA256
+    big = embedded_model("1.5B")
+    assert (big.size, len(big.packages), big.filename) == (1_117_320_768, 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    assert len({m.sha256 for m in EMBEDDED_MODELS.values()}) == len(EMBEDDED_MODELS)
+    with pytest.raises(ConfigError, match=r"unknown embedded model '7b'.*'local:0\.5b', 'local:1\.5b'"):
+        embedded_model("7b")
+    assert check_model_spec("local:1.5b") == "local:1.5b"
+    with pytest.raises(ValueError, match="unknown embedded model '3b'"):
+        check_model_spec("local:3b")
+
+
+def test_a_missing_part_of_the_larger_model_names_its_package_and_extra() -> None:
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local import embedded_model, part_files
+
+    big = embedded_model("1.5b")
+    missing = [p for p in big.packages if importlib.util.find_spec(p.replace("-", "_")) is None]
+    if not missing:
+        pytest.skip("the 1.5B parts are installed here")
+    with pytest.raises(ConfigError, match=rf"needs the package {big.packages[0]}.*soothe-planner\[local-1_5b\]"):
+        part_files(big)
+
+
+def test_the_server_serves_the_model_it_was_given_under_its_alias() -> None:
+    from soothe_planner.local import LocalModelServer, embedded_model
+
+    argv = LocalModelServer(Path("m.gguf"), port=1, model=embedded_model("1.5b")).argv()
+    assert argv[argv.index("--model_alias") + 1] == "qwen2.5-coder-1.5b-instruct"
