@@ -52,7 +52,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from soothe_planner.concurrency import ConcurrencyPolicy
 from soothe_planner.execution import StepExecutor
-from soothe_planner.models import FailurePolicy, PlanContext
+from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
 from .loop_nodes import LoopNodes
@@ -98,7 +98,7 @@ def goal_input(
 ) -> dict[str, Any]:
     """The graph input for one goal: resets every per-goal key, so a thread can take follow-ups."""
     data: dict[str, Any] = {
-        "goal": goal,
+        "goal": clean_text(goal),  # a goal from argv may hold lone surrogates (undecodable bytes)
         "thread_id": thread_id,
         "prior_goals": list(prior_goals),
         "recent_messages": list(recent_messages),

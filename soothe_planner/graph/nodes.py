@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
-from soothe_planner.models import FailurePolicy, PlanContext, StatusAssessment, StepResult
+from soothe_planner.models import FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
 from soothe_planner.planner import counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
@@ -148,6 +148,10 @@ class PlannerNodes:
             "status": "running",
             "error": None,
         }
+        if clean_text(view.goal) != view.goal:
+            # A goal given straight to the graph (a server's input) is cleaned here, once: it is
+            # hashed into journal keys and sent in every prompt, and both encode it as UTF-8.
+            updates["goal"] = clean_text(view.goal)
         if not state.get("plan_manager"):
             updates["plan_manager"] = self.new_manager(view.goal).to_dict()
         if view.intake is None and not self.routes_intake:

@@ -50,7 +50,10 @@ Shapes of a plan
 Fields of a step (the canonical name wins; an alias next to it is ignored with a warning)
   - id: ``id``, ``step_id``, ``stepId``; a number under ``step`` when no id is given. Ids and
     dependencies are normalised by ``str()`` and ``strip()`` only (``1`` becomes ``"1"``), never
-    renamed. ``name`` is not read: it is as often a tool or a title as an id.
+    renamed — except an id that breaks the one id rule (``models.STEP_ID_PATTERN``: a title such
+    as ``"1. Web search"``), rewritten with each run of other characters as ``_`` and cut to 32,
+    the same rewrite applied to the dependencies naming it (two ids rewriting to one are an
+    error). ``name`` is not read: it is as often a tool or a title as an id.
   - description: ``description``, ``desc``, ``task``, ``action``, ``instruction``, ``step`` (a string).
   - depends_on: ``depends_on``, ``dependencies``, ``deps``, ``depends``, ``dependsOn``; a string
     (``"s1"`` or ``"s1, s2"``), a number, or null are accepted; repeats are removed.
@@ -96,13 +99,9 @@ Rules that are never guessed away
     pure prose or a markdown list (no ids, dependencies or tools to read: inventing them would be
     inventing a plan), and anything ``AgentDecision`` rejects.
 
-``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
-``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
-string (``"0.5"``) or a percentage (``"80%"`` is 0.8), a number where text belongs (``"summary": 3``), enum values in any case
-(``"Done"``), booleans written as ``"true"``/``"false"``, field names in any case, a single
-wrapper named after the schema, and unknown keys dropped with a warning. A value that still
-fails validation is an error. The step-level reading and rules live in ``_plan_steps.py``, the
-JSON scanner in ``_json_repair.py``; both are private parts of this parser.
+``parse_object`` (``answers.py``) reads the small wire answers with the same finding and repairs;
+its own tolerances are listed there. The step-level reading and rules live in ``plan_steps.py``,
+the JSON scanner in ``json_repair.py``.
 """
 
 from __future__ import annotations
@@ -110,26 +109,40 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from soothe_planner.errors import PlanParseError
-from soothe_planner.models import AgentDecision, ExecutionMode, StepAction, execution_mode_of
+from soothe_planner.models import (
+    AgentDecision,
+    ExecutionMode,
+    StepAction,
+    clean_text,
+    clean_value,
+    execution_mode_of,
+)
 from soothe_planner.parsing.json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
 from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
     apply_rules,
     assign_ids,
+    conform_ids,
     fold_keys,
     is_step_like,
     norm_id,
     read_step,
 )
 
-__all__ = ["ParsedDecision", "parse_decision", "parse_object", "read_decision"]
-
-M = TypeVar("M", bound=BaseModel)
+__all__ = [
+    "ParsedDecision",
+    "check_whole",
+    "find_values",
+    "parse_decision",
+    "read_decision",
+    "repair_warnings",
+    "validation_errors",
+]
 
 _LIST_KEYS = ("steps", "tasks")
 _WRAPPERS = ("plan", "decision")
@@ -151,7 +164,8 @@ class ParsedDecision:
 # --------------------------------------------------------------------------- finding
 
 
-def _scan(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
+def find_values(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
+    """The JSON values in a model's text (``<think>`` blocks removed, JSON encoded twice decoded)."""
     body = strip_think(text)
     stripped = body.strip()
     if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
@@ -166,7 +180,7 @@ def _scan(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan
     return scan_values(body, useful)
 
 
-def _repair_warning(found: list[Found]) -> list[str]:
+def repair_warnings(found: list[Found]) -> list[str]:
     repairs = sorted({r for f in found for r in f.repairs} - {"cut off"})
     return [f"repaired JSON: {', '.join(repairs)}"] if repairs else []
 
@@ -196,7 +210,7 @@ def _is_step_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and any(_is_step(x) for x in v)
 
 
-def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str, what: str = "plan") -> None:
+def check_whole(scan: Scan, chosen: list[Found], text: str, what: str = "plan") -> None:
     """Refuse values that sit inside a bracket that failed to parse: parts may be missing."""
     # Both lists are in text order; sweep them together, keeping the furthest failure so far.
     furthest, b = -1, 0
@@ -217,7 +231,7 @@ def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str, what: s
 def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
     """The plan-level fields, the raw step list (None when no steps were written), warnings."""
     decoded: list[str] = []
-    scan = _scan(
+    scan = find_values(
         text, lambda v: _is_container(v) or _is_step_list(v) or _is_step(v) or _is_header(v), decoded
     )
     plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
@@ -226,20 +240,20 @@ def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]
     if distinct > 1:
         raise PlanParseError(f"found {distinct} different plans in the answer; write exactly one plan", text)
     used = plans[-1:] or [f for f in scan.found if _is_step(f.value)] or headers
-    warnings = decoded + _repair_warning(used)
+    warnings = decoded + repair_warnings(used)
     if used and any(f.value.cut and f.start >= used[0].start for f in scan.found):
         # The text ended inside the plan or after it began (not in prose that opened a quote).
         warnings.append("the answer was cut off; closed the open JSON")
     if plans:
         chosen = plans[-1]
-        _check_not_inside_broken(scan, [chosen], text)
+        check_whole(scan, [chosen], text)
         head: dict[str, Any] = {}
         if isinstance(chosen.value, list) and len(headers) == 1:
             head = dict(headers[0].value)
         return _unwrap(chosen.value, head, warnings, text)
     bare = [f for f in scan.found if _is_step(f.value)]
     if bare:
-        _check_not_inside_broken(scan, bare, text)
+        check_whole(scan, bare, text)
         head = dict(headers[0].value) if len(headers) == 1 else {}
         steps: list[Any] = Arr(f.value for f in bare)
         return head, steps, warnings
@@ -363,6 +377,7 @@ def parse_decision(
     ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
     ``tool_schemas``: the offered tools' argument schemas, by name (for the typed-step repairs).
     """
+    text = clean_text(text)
     head, raw_steps, warnings = _locate_plan(text)
     return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
@@ -377,8 +392,9 @@ def read_decision(
 ) -> ParsedDecision:
     """A plan that is already JSON (a structured answer): the same fields and rules as
     ``parse_decision``, without looking for it in text."""
+    data = clean_value(dict(data))
     text = json.dumps(data, ensure_ascii=False, default=str)  # what errors quote
-    head, raw_steps, warnings = _unwrap(dict(data), {}, [], text)
+    head, raw_steps, warnings = _unwrap(data, {}, [], text)
     return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
 
@@ -415,6 +431,7 @@ def _decision(
             text,
         )
     steps = [read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
+    conform_ids(steps, warnings, text)
     assigned = assign_ids(steps, warnings)
     kept = apply_rules(steps, known_capabilities, warnings, text, assigned, existing_ids, tool_schemas)
     try:
@@ -425,77 +442,11 @@ def _decision(
             reasoning=reasoning or next_action,
         )
     except ValidationError as e:
-        raise PlanParseError(f"the plan does not validate: {_errors(e)}", text) from e
+        raise PlanParseError(f"the plan does not validate: {validation_errors(e)}", text) from e
     return ParsedDecision("new", decision, warnings, mode, next_action)
 
 
-def _errors(e: ValidationError) -> str:
+def validation_errors(e: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()[:5]
     )
-
-
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Undo the harmless ways a model writes a value: "0.5" for 0.5, "Done" for "done"."""
-    options = get_args(annotation)
-    if get_origin(annotation) is Literal and isinstance(value, str):
-        for opt in options:
-            if isinstance(opt, str) and opt.lower() == value.strip().lower():
-                return opt
-        return value
-    wants = set(options) if options else {annotation}
-    if str in wants and isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        v = value.strip()
-        if bool in wants and v.lower() in ("true", "false"):
-            return v.lower() == "true"
-        if float in wants or int in wants:
-            scale = 1.0
-            if float in wants and v.endswith("%"):
-                v, scale = v[:-1].strip(), 0.01  # "80%" is 0.8: the only reading of a percentage
-            try:
-                return float(v) * scale if float in wants else int(v)
-            except ValueError:
-                return value
-    return value
-
-
-def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
-    """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
-    fields = schema.model_fields
-    lower = {name.lower(): name for name in fields}
-    decoded: list[str] = []
-    scan = _scan(text, lambda v: isinstance(v, dict) and any(str(k).lower() in lower for k in v), decoded)
-    candidates: list[tuple[int, Found, dict[str, Any]]] = []
-    for f in scan.found:
-        value: Any = f.value
-        if isinstance(value, dict) and len(value) == 1:
-            ((key, inner),) = value.items()
-            if key.lower() == schema.__name__.lower() and isinstance(inner, dict):
-                value = inner
-        if isinstance(value, dict):
-            score = sum(1 for k in value if str(k).lower() in lower)
-            if score:
-                candidates.append((score, f, value))
-    if not candidates:
-        raise PlanParseError(
-            f"no JSON object with the fields of {schema.__name__} ({', '.join(fields)})", text
-        )
-    best = max(c[0] for c in candidates)
-    _, found, obj = next(c for c in candidates if c[0] == best)
-    _check_not_inside_broken(scan, [found], text, "answer")
-    warnings = decoded + _repair_warning([found])
-    if found.value.cut:
-        warnings.append("the answer was cut off; closed the open JSON")
-    data: dict[str, Any] = {}
-    for k, v in obj.items():
-        name = k if k in fields else lower.get(str(k).lower())
-        if name is None:
-            warnings.append(f"ignored unknown field {k!r}")
-            continue
-        data[name] = _coerce(v, fields[name].annotation)
-    try:
-        return schema.model_validate(data), warnings
-    except ValidationError as e:
-        raise PlanParseError(f"{schema.__name__} does not validate: {_errors(e)}", text) from e

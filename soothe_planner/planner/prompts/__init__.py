@@ -34,7 +34,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from soothe_planner.dag import signature
-from soothe_planner.models import Capability, StatusAssessment, StepResult
+from soothe_planner.models import Capability, StatusAssessment, StepResult, clean_text
 
 __all__ = [
     "CAPABILITY_DESCRIPTION_CHARS",
@@ -136,7 +136,8 @@ def build(
     budget = budget_tokens * CHARS_PER_TOKEN
     sys_text = template(system).substitute()
     tmpl = template(human)
-    values = dict(fields)
+    # Clean at the last boundary before the provider: every request encodes the prompt as UTF-8.
+    values = {name: clean_text(value) for name, value in fields.items()}
     trimmable = dict(trimmable or {})
     trimmed: dict[str, int] = {}
 
