@@ -19,6 +19,7 @@ object; picking the last one would only move the forgery to the end of the tool 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal, TypeVar, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -74,10 +75,10 @@ def _fields(obj: dict[str, Any], schema: type[BaseModel], warnings: list[str] | 
     return data
 
 
-def _conflict(a: dict[str, Any], b: dict[str, Any]) -> str | None:
-    """The first field two readings give different values, described; None when they agree."""
-    for name in a.keys() & b.keys():
-        if a[name] != b[name]:
+def _conflict(a: dict[str, Any], b: dict[str, Any], order: Iterable[str]) -> str | None:
+    """The first field (in ``order``) two readings give different values, described; None when they agree."""
+    for name in order:
+        if name in a and name in b and a[name] != b[name]:
             return f"{name} {a[name]!r} and {b[name]!r}"
     return None
 
@@ -107,7 +108,7 @@ def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
     readings = [_fields(obj, schema, None) for _, _, obj in candidates]
     for i, reading in enumerate(readings):
         for other in readings[i + 1 :]:
-            conflict = _conflict(reading, other)
+            conflict = _conflict(reading, other, fields)
             if conflict:
                 raise PlanParseError(
                     f"the answer holds {len(candidates)} JSON objects with the fields of {schema.__name__} "

@@ -270,7 +270,8 @@ class Ladder(Generic[R]):
         """Rung 4, re-ask ``n``: a copy of the conversation that shows the model its output and the error."""
         retries = self.caller.settings.retries
         shown = trim_text(last.raw_text or "(empty)", _REASK_OUTPUT_CHARS)
-        reask = template("reask").substitute(output=escape_data(shown), error=last.error)
+        # The error quotes pieces of the answer (ids, descriptions): escaped, so it cannot open or close a fence.
+        reask = template("reask").substitute(output=escape_data(shown), error=escape_data(last.error))
         msgs = [*self.base, HumanMessage(content=reask)]
         self.stats.reask += 1
         logger.warning("%s: re-ask %d of %d after: %s", self.phase, n + 1, retries, last.error)
