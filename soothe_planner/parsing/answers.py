@@ -6,7 +6,8 @@ in the text, fenced or wrapped, repaired), plus these tolerances: a number writt
 (``"0.5"``) or a percentage (``"80%"`` is 0.8), a number where text belongs (``"summary": 3``),
 enum values in any case (``"Done"``), booleans written as ``"true"``/``"false"``, field names in
 any case, a single wrapper named after the schema, and unknown keys dropped with a warning. A
-value that still fails validation is an error.
+value that still fails validation is an error, and so is a reply over ``REPLY_BASE_BYTES`` (no
+answer of these bounded schemas comes near it), refused before it is read.
 
 **Several objects.** A reply may hold more than one object with the schema's fields: a model that
 quotes a tool output (which may hold a forged ``{"status": "done", ...}``) before its own answer,
@@ -27,7 +28,14 @@ from pydantic import BaseModel, ValidationError
 from soothe_planner.errors import PlanParseError
 from soothe_planner.models import clean_text
 from soothe_planner.parsing.json_repair import Found
-from soothe_planner.parsing.reader import check_whole, find_values, repair_warnings, validation_errors
+from soothe_planner.parsing.reader import (
+    REPLY_BASE_BYTES,
+    check_reply_size,
+    check_whole,
+    find_values,
+    repair_warnings,
+    validation_errors,
+)
 
 __all__ = ["parse_object"]
 
@@ -85,6 +93,7 @@ def _conflict(a: dict[str, Any], b: dict[str, Any], order: Iterable[str]) -> str
 
 def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
     """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
+    check_reply_size(text, REPLY_BASE_BYTES, f"a {schema.__name__} answer")
     text = clean_text(text)
     fields = schema.model_fields
     lower = {name.lower(): name for name in fields}

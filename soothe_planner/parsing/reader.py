@@ -88,6 +88,11 @@ Typed tool steps (``typed_args``; a step with neither tool nor subagent is a mod
     ``0``: then the numbering is ambiguous and no number is read as a position.
   - step field names in any case (``"Description"``); any other key of a step or of the plan is
     dropped with a warning.
+Size
+  - a reply over a byte cap is refused before any of it is read: ``REPLY_BASE_BYTES`` plus
+    ``REPLY_BYTES_PER_STEP`` for each step ``max_steps`` allows (``WIRE_MAX_STEPS`` when no cap is
+    given). The reader is linear but pure Python: a 9 MB reply of 100,000 steps took some 40 s to
+    refuse *after* reading it whole; over the cap no honest plan can be, so none of it is read.
 Rules that are never guessed away
   - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
     never remapped to a similar name. A dependency on a dropped or nonexistent step, or on the
@@ -133,16 +138,27 @@ from soothe_planner.parsing.plan_steps import (
     norm_id,
     read_step,
 )
+from soothe_planner.wire import WIRE_MAX_STEPS
 
 __all__ = [
+    "REPLY_BASE_BYTES",
+    "REPLY_BYTES_PER_STEP",
     "ParsedDecision",
+    "check_reply_size",
     "check_whole",
     "find_values",
     "parse_decision",
     "read_decision",
     "repair_warnings",
+    "reply_byte_cap",
     "validation_errors",
 ]
+
+REPLY_BASE_BYTES = 32 * 1024
+"""Bytes any reply may take besides its steps: prose, a ``<think>`` block, the plan's own fields."""
+REPLY_BYTES_PER_STEP = 8 * 1024
+"""Bytes one step may take: an id, a description of 300 characters, a tool and its arguments (a
+file's content written literally among them), with room for the repairs a small model needs."""
 
 _LIST_KEYS = ("steps", "tasks")
 _WRAPPERS = ("plan", "decision")
@@ -162,6 +178,25 @@ class ParsedDecision:
 
 
 # --------------------------------------------------------------------------- finding
+
+
+def reply_byte_cap(max_steps: int | None) -> int:
+    """The most bytes a reply may hold to be read as a plan of at most ``max_steps`` steps."""
+    steps = WIRE_MAX_STEPS if max_steps is None else max(1, max_steps)
+    return REPLY_BASE_BYTES + REPLY_BYTES_PER_STEP * steps
+
+
+def check_reply_size(text: str, cap: int, what: str) -> None:
+    """Refuse ``text`` before reading it when it is over ``cap`` bytes (UTF-8)."""
+    if len(text) <= cap // 4:  # no string of this many characters can be over the cap
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > cap:
+        raise PlanParseError(
+            f"the answer is {size} bytes, over the cap of {cap} bytes for {what}; none of it was read: "
+            "answer with the JSON alone",
+            text[:2000],
+        )
 
 
 def find_values(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
@@ -377,6 +412,7 @@ def parse_decision(
     ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
     ``tool_schemas``: the offered tools' argument schemas, by name (for the typed-step repairs).
     """
+    check_reply_size(text, reply_byte_cap(max_steps), f"a plan of at most {max_steps or WIRE_MAX_STEPS} steps")
     text = clean_text(text)
     head, raw_steps, warnings = _locate_plan(text)
     return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
