@@ -2,17 +2,23 @@
 
 - A reply far over what ``max_plan_steps`` allows is refused before the lenient reader reads any
   of it; an honest plan at the cap is still read.
+- A run's LLM calls are one count, saved with its checkpoint: the live display, ``show --json``
+  and ``resume`` read the same number, and a resumed run spends the rest of its budget, not a
+  fresh one. A failure anywhere (an intake with no usable answer, a spent budget) ends the run
+  ``failed`` with its reason recorded; ``on_failure: degraded`` covers intake and continuation.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from planner_support import CTX, FAST, GOAL, planner, state
 
 import soothe_planner.parsing.reader as reader
+from soothe_planner.cli import EXIT_DONE, EXIT_FAILED, EXIT_PAUSED, main
 from soothe_planner.errors import PlanGenerationError, PlanParseError
 from soothe_planner.models import StatusAssessment
 from soothe_planner.parsing import parse_decision, parse_object
@@ -73,3 +79,154 @@ def test_a_small_answer_has_its_own_cap() -> None:
     with pytest.raises(PlanParseError, match="over the cap of 32768 bytes for a AssessStatus answer"):
         parse_object(padded, AssessStatus)
     assert parse_object(padded[:1000], AssessStatus)[0].status == "continue"
+
+
+# --------------------------------------------------------------------------- 15, 18, 19: the run's one count
+
+
+PLAN = {
+    "plan_action": "new", "execution_mode": "sequential", "next_action": "search",
+    "steps": [
+        {"id": "find", "description": "Search the workspace for TODO lines", "tools": ["search_text"],
+         "depends_on": []},
+        {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
+    ],
+}
+TOOL_ARGS: list[Any] = [{"pattern": "TODO"}, {"recursive": True}]
+WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "workspace"
+
+
+def _assess(status: str, progress: float) -> dict[str, Any]:
+    return {"status": status, "goal_progress": progress, "confidence": 0.8, "summary": "evidence"}
+
+
+@pytest.fixture(autouse=True)
+def _no_scripted_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
+
+
+def _config(tmp_path: Path, script: dict[str, Any], **sections: Any) -> Path:
+    (tmp_path / "script.json").write_text(json.dumps(script))
+    config: dict[str, Any] = {
+        "models": {"default": "scripted:script.json"},
+        "planner": {"max_iterations": 3, "transport_backoff_s": 0, "retries": 1},
+        "execution": {"workspace": str(WORKSPACE)},
+        "checkpoint": {"backend": "sqlite", "path": "state/ck.sqlite"},
+    }
+    for key, value in sections.items():
+        config[key] = {**config.get(key, {}), **value}
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config))
+    return path
+
+
+def _report(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def live(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every live display the CLI built, to read its call count after the run."""
+    from soothe_planner.cli import terminal
+
+    views: list[Any] = []
+    real = terminal.RunView
+
+    def recorded(**kwargs: Any) -> Any:
+        views.append(real(**kwargs))
+        return views[-1]
+
+    monkeypatch.setattr(terminal, "RunView", recorded)
+    return views
+
+
+def _pause_for_approval(tmp_path: Path, capsys: pytest.CaptureFixture[str], budget: int) -> Path:
+    first = {"RouteIntake": [{"route": "complex", "answer": ""}], "AssessStatus": [_assess("continue", 0.0)],
+             "GeneratePlan": [PLAN]}
+    cfg = _config(tmp_path, first, run={"approval": True}, concurrency={"max_total_llm_calls": budget})
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "goal"]) == EXIT_PAUSED
+    assert _report(capsys)["llm_calls"] == 2  # intake and generation
+    assert main(["show", "--json", "--config", str(cfg), "--thread", "t"]) == EXIT_FAILED
+    assert _report(capsys)["llm_calls"] == 2
+    return cfg
+
+
+def test_a_resumed_run_keeps_its_spent_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _pause_for_approval(tmp_path, capsys, budget=4)
+    # the rest of the run needs 3 calls (two tools' arguments, one assessment): 5 in all, over 4
+    (tmp_path / "script.json").write_text(json.dumps(
+        {"AssessStatus": [_assess("done", 1.0)], "text": [*TOOL_ARGS]}
+    ))
+    code = main(["resume", "--json", "--config", str(cfg), "--thread", "t", "--approve"])
+    report = _report(capsys)
+    assert code == EXIT_FAILED
+    assert report["status"] == "failed" and "LLM call budget exhausted: 4 of 4" in report["error"]
+    assert report["llm_calls"] == 4
+    # the failure is recorded in the checkpoint, not only printed
+    assert main(["show", "--json", "--config", str(cfg), "--thread", "t"]) == EXIT_FAILED
+    shown = _report(capsys)
+    assert shown["status"] == "failed" and shown["llm_calls"] == 4 and "budget exhausted" in shown["why"]
+
+
+def test_one_count_for_the_live_display_show_and_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], live: list[Any]
+) -> None:
+    cfg = _pause_for_approval(tmp_path, capsys, budget=40)
+    assert live[-1].calls_text() == "2/40"
+    (tmp_path / "script.json").write_text(json.dumps(
+        {"AssessStatus": [_assess("done", 1.0)], "text": [*TOOL_ARGS, "There are 5 TODO lines."]}
+    ))
+    assert main(["resume", "--json", "--config", str(cfg), "--thread", "t", "--approve"]) == EXIT_DONE
+    assert _report(capsys)["llm_calls"] == 6  # + two tools' arguments, one assessment, one synthesis
+    assert live[-1].calls_text() == "6/40"  # the resumed display starts from the saved count
+    assert main(["show", "--json", "--config", str(cfg), "--thread", "t"]) == EXIT_DONE
+    assert _report(capsys)["llm_calls"] == 6
+    assert main(["show", "--config", str(cfg), "--thread", "t"]) == EXIT_DONE
+    assert "LLM calls 6/40" in capsys.readouterr().out
+
+
+def test_a_follow_up_goal_on_the_thread_gets_its_own_budget(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _config(tmp_path, {"RouteIntake": [{"route": "trivial", "answer": "four"}]},
+                  concurrency={"max_total_llm_calls": 1})
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "2+2"]) == EXIT_DONE
+    assert _report(capsys)["llm_calls"] == 1
+    (tmp_path / "script.json").write_text(json.dumps({"RouteIntake": [{"route": "trivial", "answer": "five"}]}))
+    # a new goal on the same thread is a new run, with its own count and budget
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "2+3"]) == EXIT_DONE
+    report = _report(capsys)
+    assert report["llm_calls"] == 1 and report["final_answer"] == "five"
+
+
+def test_an_intake_failure_ends_the_run_failed_with_its_reason(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _config(tmp_path, {"RouteIntake": ["no json here"] * 4, "text": ["still none"] * 4})
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "goal"]) == EXIT_FAILED
+    report = _report(capsys)
+    assert report["status"] == "failed" and report["error"].startswith("intake failed: ")
+    assert "intake: no usable answer after" in report["error"]
+    assert report["llm_calls"] >= 2
+    assert main(["show", "--config", str(cfg), "--thread", "t"]) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "status failed" in out and "intake failed" in out
+
+
+def test_degraded_covers_intake(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = {"RouteIntake": ["no json here"] * 4, "AssessStatus": [_assess("done", 1.0)],
+              "GeneratePlan": [PLAN], "text": ["still none", *TOOL_ARGS, "There are 5 TODO lines."]}
+    cfg = _config(tmp_path, script, planner={"on_failure": "degraded"})
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "goal"]) == EXIT_DONE
+    assert _report(capsys)["status"] == "done"  # routed complex: the full loop, which assumes the least
+
+
+async def test_degraded_covers_the_continuation_check() -> None:
+    from soothe_planner.models import PlanContext, PlannerSettings
+    from soothe_planner.planner import LLMPlanner
+    from soothe_planner.testing import FunctionChatModel
+
+    settings = PlannerSettings(transport_backoff_s=0.0, retries=1, transport_retries=0, on_failure="degraded")
+    degraded = LLMPlanner(FunctionChatModel(lambda call: "nope"), settings=settings)
+    ca = await degraded.assess_continuation("and now?", ["earlier goal"], PlanContext())
+    assert ca.action == "plan_generate" and ca.reasoning.startswith("degraded")
+    assert degraded.stats.degraded == 1
+    strict = LLMPlanner(FunctionChatModel(lambda call: "nope"), settings=settings.model_copy(update={"on_failure": "raise"}))
+    with pytest.raises(PlanGenerationError):
+        await strict.assess_continuation("and now?", ["earlier goal"], PlanContext())

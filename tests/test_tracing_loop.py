@@ -81,7 +81,7 @@ TWO_ITERATION_TREE = [
     (1, "intake"),
     (2, "intake"),
     (3, "intake"),
-    (2, "route_after_intake"),
+    (2, "after_intake"),
     *FIRST_ITERATION,
     (2, "step:s1"),
     (3, "fetch"),

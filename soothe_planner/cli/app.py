@@ -117,7 +117,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
     from soothe_planner.cli.terminal import render_report, report_dict
 
     console = _out(args)
-    calls = resolved.controller.total_llm_calls if resolved is not None else None
+    calls = values.get("llm_calls") or 0  # the run's one count, persisted with it (concurrency/meter.py)
     if interrupts:
         payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
         if args.json:
@@ -135,7 +135,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
         print(json.dumps(report_dict(values, thread_id=thread_id, llm_calls=calls), indent=2, default=str))
     else:
         budget = resolved.config.concurrency.max_total_llm_calls if resolved is not None else 0
-        text = "" if calls is None else (f"{calls}/{budget}" if budget else str(calls))
+        text = f"{calls}/{budget}" if budget else str(calls)
         render_report(console, values, thread_id=thread_id, llm_calls_text=text)
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
@@ -193,8 +193,11 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
         else:
             goal = args.goal
             inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
+        # Live: the count the run was saved with, plus the calls this process has made since; the
+        # nodes write the same sum back to the state, which the report and `show` read.
+        spent = (snapshot.values.get("llm_calls") or 0) if resume else 0
         view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
-                       llm_calls=lambda: resolved.controller.total_llm_calls)
+                       llm_calls=lambda: spent + resolved.controller.total_llm_calls)
         with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:
             try:
                 await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
@@ -277,7 +280,9 @@ async def _show(args: Options) -> int:
     else:
         from soothe_planner.cli.terminal import render_report
 
-        render_report(_out(args), values, thread_id=thread_id)
+        calls, budget = values.get("llm_calls") or 0, config.concurrency.max_total_llm_calls
+        render_report(_out(args), values, thread_id=thread_id,
+                      llm_calls_text=f"{calls}/{budget}" if budget else str(calls))
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
 

@@ -18,6 +18,7 @@ from soothe_planner.concurrency.limited_model import (
     limiting_controllers,
     unwrap_model,
 )
+from soothe_planner.concurrency.meter import RUN_METER, CallMeter, metering
 from soothe_planner.concurrency.slots import (
     HELD_LLM_SLOTS,
     Slots,
@@ -27,6 +28,8 @@ from soothe_planner.concurrency.slots import (
 __all__ = [
     "HELD_LLM_SLOTS",
     "PHASE_METADATA_KEY",
+    "RUN_METER",
+    "CallMeter",
     "ConcurrencyController",
     "ConcurrencyPolicy",
     "Slots",
@@ -34,6 +37,7 @@ __all__ = [
     "is_limited",
     "limit_model",
     "limiting_controllers",
+    "metering",
     "reset_held",
     "unwrap_model",
 ]

@@ -19,7 +19,8 @@ What was weighed:
   would shrink the limit for the rest of the run.
 - The total-calls budget is checked and reserved *before* waiting for a slot, so the call that
   would exceed it never reaches the model. A reservation whose wait is cancelled is refunded: no
-  call was made.
+  call was made. Inside a run's ``CallMeter`` (``meter.py``) the budget is the run's, carried over
+  from its checkpoint; the controller's own total then only tallies.
 - LLM slots are re-entrant per controller within one context (a ``ContextVar``): a wrapped model
   called inside ``llm_call()``, a model wrapped twice, or an async call falling back to the sync
   one in a worker thread (LangChain copies the context there) all count once. The price: a task
@@ -52,6 +53,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from soothe_planner.concurrency.limited_model import limit_model
+from soothe_planner.concurrency.meter import RUN_METER
 from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, Slots, reset_held
 from soothe_planner.errors import LLMBudgetExceeded
 
@@ -159,14 +161,20 @@ class ConcurrencyController:
         """Count the call against the budget before it is made; raise if the budget is spent."""
         limit = self.policy.max_total_llm_calls
         name = phase or UNKNOWN_PHASE
+        meter = RUN_METER.get()
+        if meter is not None:  # a run's own count and budget (meter.py); the controller only tallies
+            meter.charge()
         with self._budget_lock:
-            if limit and self._total_llm_calls >= limit:
+            if meter is None and limit and self._total_llm_calls >= limit:
                 raise LLMBudgetExceeded(limit, self._total_llm_calls)
             self._total_llm_calls += 1
             self._calls_by_phase[name] = self._calls_by_phase.get(name, 0) + 1
 
     def _refund(self, phase: str | None) -> None:
         name = phase or UNKNOWN_PHASE
+        meter = RUN_METER.get()
+        if meter is not None:
+            meter.refund()
         with self._budget_lock:
             self._total_llm_calls -= 1
             self._calls_by_phase[name] -= 1

@@ -56,7 +56,6 @@ from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
 from .loop_nodes import LoopNodes
-from .nodes import route_after_intake
 from .state import StrangeLoopState
 
 __all__ = [
@@ -116,6 +115,7 @@ def goal_input(
         "status": "running",
         "final_answer": None,
         "error": None,
+        "llm_calls": 0,  # the budget is per goal run (concurrency/meter.py)
         "run_id": None,  # set by the intake node, once per goal run
         "pre_approval_plan_manager": None,
     }
@@ -148,7 +148,7 @@ def _wiring(nodes: LoopNodes) -> dict[str, Next]:
     """
     approval = ["approve"] if nodes.approval else []
     table: dict[str, Next] = {
-        "intake": (route_after_intake, ["answer", "plan_assess"]),
+        "intake": ("after_intake", ["answer", "plan_assess", END]),
         "answer": END,
         "plan_assess": ("after_assess", ["goal_completion", "plan_generate", END]),
         "plan_generate": ("after_generate", ["validate", END]),
@@ -158,7 +158,7 @@ def _wiring(nodes: LoopNodes) -> dict[str, Next]:
         "goal_completion": END,
     }
     if nodes.approval:
-        table["approve"] = ("after_approve", ["execute", "plan_generate"])
+        table["approve"] = ("after_approve", ["execute", "plan_generate", END])
     return table
 
 
@@ -210,7 +210,8 @@ def build_strange_loop(
     g: StateGraph[Any, Any, Any, Any] = StateGraph(StrangeLoopState)
     table = _wiring(nodes)
     for node in table:
-        g.add_node(node, getattr(nodes, node))
+        action: Any = nodes.metered(node, getattr(nodes, node))  # LangGraph types a node by its state class
+        g.add_node(node, action)
     g.add_edge(START, "intake")
     for node, following in table.items():
         if isinstance(following, str):

@@ -11,31 +11,39 @@
 - ``intake`` gives each goal run an id that scopes the step journal; ``validate`` keeps the DAG as
   it was before a decision awaiting approval, so a rejected plan can be taken back out of it.
 - The ``after_*`` methods are the conditional edges; their names are the names a trace shows.
+- ``metered`` wraps every node as it is added to the graph: the node runs inside the run's
+  ``CallMeter`` (seeded from the state's ``llm_calls``, with the policy's ``max_total_llm_calls``)
+  and writes the meter's count back, so the count and the budget survive a resume; and a
+  ``PlannerError`` that escapes a node (an intake that found no usable answer, a spent budget)
+  ends the run ``failed`` with its reason recorded instead of leaving the checkpoint ``running``.
+  Anything else (a bug, a cancellation, a kill) still propagates, so the run stays resumable.
 
 Node and router names match the node names in ``loop.py``'s wiring table.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from langgraph.graph import END
 from langgraph.types import interrupt
 
-from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.concurrency import CallMeter, ConcurrencyPolicy, metering
 from soothe_planner.errors import PlannerError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
 from .approval import parse_reply, render_decision, seal_digest
-from .nodes import PlannerNodes, emit, route_after_assess, route_after_resolve
+from .nodes import PlannerNodes, emit, route_after_assess, route_after_intake, route_after_resolve
 
 __all__ = ["LoopNodes"]
 
 State = Mapping[str, Any]
+Node = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
 def _journal(executor: StepExecutor) -> Any:
@@ -71,6 +79,25 @@ class LoopNodes(PlannerNodes):
         self.executor = executor
         self.policy = policy
         self.approval = approval
+
+    # ------------------------------------------------------------------ every node
+
+    def metered(self, name: str, node: Node) -> Node:
+        """``node`` counting its LLM calls on the run's meter, and ending the run on a ``PlannerError``."""
+
+        @functools.wraps(node)
+        async def run(state: State) -> dict[str, Any]:
+            meter = CallMeter(state.get("llm_calls") or 0, self.policy.max_total_llm_calls)
+            with metering(meter):
+                try:
+                    update = await node(state)
+                except PlannerError as exc:
+                    error = f"{name} failed: {exc}"
+                    emit({"event": "error", "error": error, "iteration": state.get("iteration", 0)})
+                    update = {"status": "failed", "error": error}
+            return {**update, "llm_calls": meter.spent}
+
+        return run
 
     # ------------------------------------------------------------------ nodes
 
@@ -149,6 +176,9 @@ class LoopNodes(PlannerNodes):
 
     # ------------------------------------------------------------------ routers
 
+    def after_intake(self, state: State) -> str:
+        return END if state.get("status") == "failed" else route_after_intake(state)
+
     def after_assess(self, state: State) -> str:
         route = route_after_assess(state)
         return END if route == "failed" else route
@@ -164,7 +194,9 @@ class LoopNodes(PlannerNodes):
             return "approve"
         return route
 
-    def after_approve(self, state: State) -> Literal["execute", "plan_generate"]:
+    def after_approve(self, state: State) -> str:
+        if state.get("status") == "failed":
+            return END
         return "execute" if state.get("current_decision") and state.get("sealed_plan") else "plan_generate"
 
     def after_execute(self, state: State) -> str:
