@@ -2,6 +2,8 @@
 
 - A reply far over what ``max_plan_steps`` allows is refused before the lenient reader reads any
   of it; an honest plan at the cap is still read.
+- Every model call goes through one limiter: subagents passed in from code hold one of its slots
+  and charge each call to the budget; everything resolved from one config object shares one controller.
 - A run's LLM calls are one count, saved with its checkpoint: the live display, ``show --json``
   and ``resume`` read the same number, and a resumed run spends the rest of its budget, not a
   fresh one. A failure anywhere (an intake with no usable answer, a spent budget) ends the run
@@ -230,3 +232,81 @@ async def test_degraded_covers_the_continuation_check() -> None:
     strict = LLMPlanner(FunctionChatModel(lambda call: "nope"), settings=settings.model_copy(update={"on_failure": "raise"}))
     with pytest.raises(PlanGenerationError):
         await strict.assess_continuation("and now?", ["earlier goal"], PlanContext())
+
+
+# --------------------------------------------------------------------------- 17: one limiter, whatever the entry point
+
+
+async def test_subagents_passed_in_from_code_take_the_one_limiter() -> None:
+    import asyncio
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    from soothe_planner.concurrency import CallMeter, ConcurrencyController, ConcurrencyPolicy, metering
+    from soothe_planner.dag import PlanManager
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.models import AgentDecision, StepAction
+    from soothe_planner.testing import FunctionChatModel
+
+    inside = [0, 0]  # now, peak
+
+    async def slow(call: Any) -> str:
+        inside[0] += 1
+        inside[1] = max(inside[1], inside[0])
+        await asyncio.sleep(0.05)
+        inside[0] -= 1
+        return "found it"
+
+    model = FunctionChatModel(slow)  # never wrapped by any controller
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agents = {f"a{i}": create_react_agent(model, [], name=f"a{i}") for i in range(3)}
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1, max_parallel_subagents=3))
+    executor = StepExecutor(subagents=agents, controller=controller)
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id=f"s{i}", description="look", subagent=f"a{i}") for i in range(3)]))
+    with metering(CallMeter(0, budget=10)) as meter:
+        results = await asyncio.wait_for(executor.run(pm), 30)
+    assert all(r.success for r in results), [r.error for r in results]
+    assert inside[1] == 1  # the limit held: no two subagent model calls at once
+    assert len(model.calls) == 3 == controller.total_llm_calls == meter.spent  # each call counted once
+
+
+async def test_a_spent_budget_stops_a_subagent_from_code() -> None:
+    import asyncio
+    import warnings
+
+    from langgraph.prebuilt import create_react_agent
+
+    from soothe_planner.concurrency import CallMeter, ConcurrencyController, metering
+    from soothe_planner.dag import PlanManager
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.models import AgentDecision, StepAction
+    from soothe_planner.testing import FunctionChatModel
+
+    model = FunctionChatModel(lambda call: "found it")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        agent = create_react_agent(model, [], name="a")
+    executor = StepExecutor(subagents={"a": agent}, controller=ConcurrencyController())
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="look", subagent="a")]))
+    with metering(CallMeter(2, budget=2)):
+        (result,) = await asyncio.wait_for(executor.run(pm), 30)
+    assert not result.success and result.error_type == "llm_budget_exceeded"
+    assert model.calls == []  # refused before the call
+
+
+def test_resolving_planner_and_executor_separately_shares_one_controller(tmp_path: Path) -> None:
+    from soothe_planner.config import load_config, resolve_controller, resolve_executor, resolve_planner
+
+    cfg = _config(tmp_path, {"text": []}, concurrency={"global_max_llm_calls": 1})
+    config = load_config(str(cfg))
+    planner_ = resolve_planner(config)
+    executor = resolve_executor(config)
+    assert planner_.controller is executor.controller is resolve_controller(config)
+    # a copy is another run (another workspace, say): its own limiter and count
+    other = config.model_copy(update={"execution": config.execution.model_copy(update={"step_timeout_s": 5.0})})
+    assert resolve_controller(other) is not resolve_controller(config)
+    assert resolve_controller(load_config(str(cfg))) is not resolve_controller(config)

@@ -7,8 +7,11 @@ a missing API key names its environment variable; a tool spec that does not impo
 spec; a read-only tool that does not exist is an error, not a silently ignored key.
 
 The planner's and the executor's LLM calls must share ONE ``ConcurrencyController`` (the limiter
-is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
-``resolve_run`` do that. Models are built once per string and shared the same way, so the
+is a process-tree-wide cap). ``resolve_controller`` keeps one controller per config object, so
+``resolve_planner(c)`` and ``resolve_executor(c)`` called separately share it, as ``resolve_run``
+does; a copy of the config (``model_copy``) or a config loaded again is another run and gets its
+own. Weighed: a process-wide controller would make two configs with different limits share one;
+a controller per call was the bug (two limiters, each allowing the full limit). Models are built once per string and shared the same way, so the
 embedded server starts once and a scripted model's replies are consumed in one order.
 
 The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
@@ -222,10 +225,17 @@ def _uses_openai_compatible_server(config: SootheConfig) -> bool:
 
 
 def resolve_controller(config: SootheConfig) -> ConcurrencyController:
-    """One limiter for the whole run; pass it to both the planner and the executor."""
+    """The one limiter of everything resolved from this config object (see the module docstring)."""
     from soothe_planner.concurrency import ConcurrencyController
 
-    return ConcurrencyController(config.concurrency)
+    # Kept on the config object itself, tagged with its id: a model_copy carries private attributes
+    # over, and a copy (say with another workspace) is another run with its own limiter and count.
+    kept = config._controller
+    if kept is not None and kept[0] == id(config):
+        return kept[1]
+    controller = ConcurrencyController(config.concurrency)
+    config._controller = (id(config), controller)
+    return controller
 
 
 @_redacted
