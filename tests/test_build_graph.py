@@ -180,7 +180,8 @@ async def test_concurrent_runs_of_one_traced_graph_are_separate_traces_and_a_res
                                     for t, c in zip(("t-a", "t-b"), configs, strict=True)))
     assert all("__interrupt__" in p for p in paused)
     for c in configs:
-        await graph.ainvoke(Command(resume={"approved": True}), c)
+        digest = (await graph.aget_state(c)).interrupts[0].value["sha256"]
+        await graph.ainvoke(Command(resume={"approved": True, "sha256": digest}), c)
     spans = capture.spans()
     for thread in ("t-a", "t-b"):
         mine = [s for s in spans if format(s.context.trace_id, "032x") == trace_id_for(thread)]

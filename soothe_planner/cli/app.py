@@ -184,7 +184,9 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
             if snapshot.interrupts:
                 if not args.approve and args.reject_feedback is None:
                     raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
-                inp = Command(resume={"approved": True} if args.approve else
+                # The approval names the plan the pause showed (its digest), never "whatever is there now".
+                pause = snapshot.interrupts[0].value if isinstance(snapshot.interrupts[0].value, dict) else {}
+                inp = Command(resume={"approved": True, "sha256": pause.get("sha256")} if args.approve else
                               {"approved": False, "feedback": args.reject_feedback or ""})
             elif _resumable(snapshot, thread_id):
                 inp = None  # continue from the last checkpoint (a killed run)

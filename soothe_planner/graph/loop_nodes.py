@@ -126,18 +126,25 @@ class LoopNodes(PlannerNodes):
             # This exact plan was approved already: no second question.
             return {"approval_feedback": None}
         rendering = render_decision(decision)
-        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}))
+        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}), digest)
         if reply.approved:
             emit({"event": "approval", "approved": True, "sha256": digest})
             return {
                 "sealed_plan": {"sha256": digest, "plan": decision, "rendering": rendering},
                 "approval_feedback": None,
             }
-        emit({"event": "approval", "approved": False, "feedback": reply.feedback})
-        note = f"The human rejected the proposed plan. Their feedback: {reply.feedback or '(none given)'}"
+        emit({"event": "approval", "approved": False, "feedback": reply.feedback, "refused": reply.refused})
+        if reply.refused:  # not the human's words: the gate's own, so the planner may read them as such
+            note = f"The approval was refused and nothing ran: {reply.feedback}"
+        else:
+            note = f"The human rejected the proposed plan. Their feedback: {reply.feedback or '(none given)'}"
         memory = ((state.get("working_memory") or "") + "\n" + note).strip()
+        history = [*(state.get("action_history") or []),
+                   f"iteration {state.get('iteration', 0)}: approval {'refused' if reply.refused else 'rejected'} "
+                   f"for plan {digest[:16]}…"]
         return {
             "approval_feedback": reply.feedback,
+            "action_history": history,
             "working_memory": memory,
             "plan_manager": state.get("pre_approval_plan_manager"),
             "current_decision": None,
