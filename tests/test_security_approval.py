@@ -2,6 +2,8 @@
 
 - An approval names the digest of the plan it approves. A plan swapped in the checkpoint while
   the run waits, or an approval that names no digest, is refused: recorded, and nothing runs.
+- The seal is keyed (HMAC-SHA-256) with a key held outside the checkpoint, so whoever edits the
+  checkpoint cannot re-seal a changed plan.
 - The display is built from untrusted text: a description cannot fake a step line, two ids never
   fold into one Mermaid node, and each step says how it runs.
 """
@@ -133,3 +135,74 @@ def test_each_step_says_how_it_runs() -> None:
         "- e: summarise [model step, no tools]",
         "- f: ask [subagent researcher]",
     ]
+
+
+# --------------------------------------------------------------------------- 2: a keyed seal
+
+
+def test_a_keyed_seal_cannot_be_recomputed_by_whoever_edits_the_checkpoint() -> None:
+    import hashlib
+
+    from soothe_planner.graph.approval import canonical_json, seal_digest
+    from soothe_planner.graph.loop_nodes import _check_seal
+    from soothe_planner.models import AgentDecision
+
+    edited = {"steps": [{"id": "s1", "description": "delete the notes", "depends_on": []}]}
+    in_flight = AgentDecision.model_validate(edited)
+    edited = in_flight.model_dump(mode="json")
+    # the editor writes the plan, the DAG and a seal they computed themselves
+    forged = {"sha256": hashlib.sha256(canonical_json(edited).encode()).hexdigest(), "plan": edited}
+    assert _check_seal(edited, in_flight, forged, None) is None  # a plain seal holds no secret
+    refusal = _check_seal(edited, in_flight, forged, b"k" * 32)
+    assert refusal is not None and "does not match the sealed plan" in refusal
+    honest = {"sha256": seal_digest(edited, b"k" * 32), "plan": edited}
+    assert _check_seal(edited, in_flight, honest, b"k" * 32) is None
+
+
+def _approval_config(tmp_path: Any) -> Any:
+    import json
+
+    from soothe_planner.config import load_config
+
+    (tmp_path / "script.json").write_text("[]")
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps({"models": {"default": "scripted:script.json"}, "run": {"approval": True},
+                                "execution": {"workspace": str(tmp_path)}}))
+    return load_config(str(path))
+
+
+def test_the_seal_key_is_kept_outside_the_checkpoint_in_a_private_file(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import stat
+
+    from soothe_planner.config import resolve_seal_key
+    from soothe_planner.errors import ConfigError
+
+    monkeypatch.delenv("SOOTHE_SEAL_KEY", raising=False)
+    config = _approval_config(tmp_path)
+    key = resolve_seal_key(config)
+    path = tmp_path / ".soothe" / "seal.key"
+    assert key is not None and len(key) == 64 and path.read_bytes() == key
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert resolve_seal_key(_approval_config(tmp_path)) == key  # the same key on the next run
+    os.chmod(path, 0o644)
+    with pytest.raises(ConfigError, match="others may read or change it"):
+        resolve_seal_key(config)
+    monkeypatch.setenv("SOOTHE_SEAL_KEY", "from the environment, long enough to key")
+    assert resolve_seal_key(config) == b"from the environment, long enough to key"
+
+
+async def test_a_configured_gate_seals_with_the_key(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from soothe_planner.config import resolve_run
+    from soothe_planner.graph.approval import seal_digest
+
+    monkeypatch.setenv("SOOTHE_SEAL_KEY", "k" * 40)
+    script = PhaseScript(AssessStatus=[assess("continue", 0.0)], GeneratePlan=[plan(step("s1", tools=("read_file",)))])
+    run = resolve_run(_approval_config(tmp_path), script.planner().model)
+    graph = run.graph(checkpointer=InMemorySaver())
+    config = run_config("keyed", 4)
+    await collect(graph, goal_input(GOAL, thread_id="keyed"), config)
+    shown = (await graph.aget_state(config)).interrupts[0].value
+    assert shown["sha256"] == seal_digest(shown["plan"], b"k" * 40) != seal_digest(shown["plan"])

@@ -22,6 +22,12 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
 
+The approval seal is keyed (``resolve_seal_key``) whenever the gate is on: HMAC-SHA-256 under
+``SOOTHE_SEAL_KEY`` if that variable is set, else under a random key kept in ``seal.key`` in the
+state folder (the folder of ``checkpoint.path``, ``.soothe/`` beside the config by default),
+created with mode 0600 on first use. A key file that others may read or write is refused: the
+key is what stops a person who can edit the checkpoint from re-sealing a changed plan.
+
 The public functions scrub their ``ConfigError`` messages of every value that came from an
 environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
 not quote the key someone pasted into it.
@@ -33,6 +39,7 @@ import functools
 import importlib
 import json
 import os
+import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -71,8 +78,13 @@ __all__ = [
     "resolve_persistence",
     "resolve_planner",
     "resolve_run",
+    "resolve_seal_key",
     "resolve_tools",
 ]
+
+SEAL_KEY_ENV = "SOOTHE_SEAL_KEY"
+"""The approval seal's key, when it is not kept in the state folder's ``seal.key``."""
+SEAL_KEY_FILE = "seal.key"
 
 SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 """A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
@@ -313,6 +325,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
         protected = [config.source] if config.source else []
         if config.checkpoint.backend == "sqlite":
             protected.append(str(config.checkpoint.path))
+        protected.append(str(Path(config.checkpoint.path).parent / SEAL_KEY_FILE))  # the approval seal's key
         try:
             cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
@@ -406,6 +419,42 @@ def resolve_executor(
 # --------------------------------------------------------------------------- a whole run
 
 
+def resolve_seal_key(config: SootheConfig) -> bytes | None:
+    """The approval seal's key (see the module docstring); ``None`` when the gate is off."""
+    if not config.run.approval:
+        return None
+    from_env = os.environ.get(SEAL_KEY_ENV)
+    if from_env:
+        return from_env.encode("utf-8")
+    path = Path(config.checkpoint.path).parent / SEAL_KEY_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w", encoding="ascii") as out:
+                out.write(secrets.token_hex(32))
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, encoding="ascii") as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if mode & 0o077:
+                raise ConfigError(
+                    f"the approval seal's key file {str(path)!r} has mode {oct(mode & 0o777)}; others may read or "
+                    f"change it, so it cannot key the seal: chmod 600 it (or set {SEAL_KEY_ENV})"
+                )
+            key = handle.read().strip()
+    except OSError as exc:
+        raise ConfigError(
+            f"the approval seal's key file {str(path)!r} cannot be used ({exc.strerror or exc}); "
+            f"set {SEAL_KEY_ENV} instead"
+        ) from None
+    if len(key) < 32:
+        raise ConfigError(f"the approval seal's key file {str(path)!r} holds {len(key)} characters, fewer than 32")
+    return key.encode("ascii", "replace")
+
+
 def loop_options(config: SootheConfig) -> dict[str, Any]:
     """What ``build_strange_loop`` takes from a config, besides the planner, executor and persistence."""
     from soothe_planner.models import PlanContext
@@ -418,6 +467,7 @@ def loop_options(config: SootheConfig) -> dict[str, Any]:
         "failure_policy": config.execution.failure_policy,
         "max_iterations": config.planner.max_iterations,
         "max_plan_steps": config.planner.max_plan_steps,
+        "seal_key": resolve_seal_key(config),
     }
 
 

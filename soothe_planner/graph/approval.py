@@ -19,10 +19,14 @@ and ``s_1`` stay two nodes, and escapes the characters Mermaid reads; each step 
 (a typed tool with its arguments, a tool whose arguments a model fills in, an agent, a subagent,
 or a model step with no tools).
 
-Sealing: the decision's canonical JSON (sorted keys, no whitespace, UTF-8) is hashed with SHA-256.
-On approval the hash and the plan are stored in ``sealed_plan``; the execute node hashes the
-decision it is about to run and refuses on any mismatch, so a plan edited after approval (by a
-node, a tool, or a hand-edited checkpoint) cannot run under the old approval. The sealed plan is
+Sealing: the decision's canonical JSON (sorted keys, no whitespace, UTF-8) is digested — with
+HMAC-SHA-256 under a key held outside the checkpoint when the graph is given one (a config's
+graph always is: ``config.resolve_seal_key``), else with plain SHA-256. On approval the digest
+and the plan are stored in ``sealed_plan``; the execute node digests the decision it is about to
+run and refuses on any mismatch, so a plan changed after approval by a node or a tool cannot run
+under the old approval. A plain digest cannot stop someone who can write the checkpoint: they
+can change the plan and compute its new SHA-256. A keyed one can, as long as they cannot read
+the key. The sealed plan is
 handed to execution as data, never as instructions. On rejection the human's feedback goes back to
 the planner (``approval_feedback`` and working memory) and the graph asks for a revised plan.
 """
@@ -30,6 +34,7 @@ the planner (``approval_feedback`` and working memory) and the graph asks for a 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -42,9 +47,12 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def seal_digest(decision: Mapping[str, Any]) -> str:
-    """The SHA-256 (hex) of a decision's canonical JSON."""
-    return hashlib.sha256(canonical_json(dict(decision)).encode("utf-8")).hexdigest()
+def seal_digest(decision: Mapping[str, Any], key: bytes | None = None) -> str:
+    """The digest (hex) of a decision's canonical JSON: HMAC-SHA-256 under ``key``, else SHA-256."""
+    data = canonical_json(dict(decision)).encode("utf-8")
+    if key:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hashlib.sha256(data).hexdigest()
 
 
 _ARGS_SHOWN = 200

@@ -179,6 +179,7 @@ def build_strange_loop(
     max_plan_steps: int = 8,
     callbacks: Sequence[BaseCallbackHandler] = (),
     name: str = "strange_loop",
+    seal_key: bytes | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the StrangeLoop over any ``LoopPlannerProtocol`` implementation and ``executor``.
 
@@ -188,7 +189,8 @@ def build_strange_loop(
     after validation (see ``approval.py``). ``intake=False``: no routing call, every goal gets
     the full loop. ``max_iterations``: the cap when the input names none, and the compiled
     default recursion limit. ``max_plan_steps``: the goal DAG's step cap. ``callbacks``: handlers
-    attached at the graph's root for every run (e.g. a per-run tracer). Run with
+    attached at the graph's root for every run (e.g. a per-run tracer). ``seal_key``: the key of
+    the approval seal (HMAC-SHA-256; without one the seal is a plain SHA-256, see ``approval.py``). Run with
     ``run_config(thread_id, max_iterations)``. A planner that does not implement the protocol
     (a missing method, or one that cannot take the protocol's arguments) is a ``TypeError`` here.
     """
@@ -206,6 +208,7 @@ def build_strange_loop(
         max_iterations=max_iterations,
         max_plan_steps=max_plan_steps,
         intake=intake,
+        seal_key=seal_key,
     )
     g: StateGraph[Any, Any, Any, Any] = StateGraph(StrangeLoopState)
     table = _wiring(nodes)

@@ -24,6 +24,7 @@ Node and router names match the node names in ``loop.py``'s wiring table.
 from __future__ import annotations
 
 import functools
+import hmac
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -73,12 +74,14 @@ class LoopNodes(PlannerNodes):
         max_iterations: int = 10,
         max_plan_steps: int = 8,
         intake: bool = True,
+        seal_key: bytes | None = None,
     ) -> None:
         super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
                          max_iterations=max_iterations, max_plan_steps=max_plan_steps, intake=intake)
         self.executor = executor
         self.policy = policy
         self.approval = approval
+        self.seal_key = seal_key
 
     # ------------------------------------------------------------------ every node
 
@@ -120,7 +123,7 @@ class LoopNodes(PlannerNodes):
         # No side effects before interrupt(): on resume this node runs again from its start. The seal
         # is over the decision exactly as stored, so this node reads the plain state, not a view.
         decision = state.get("current_decision") or {}
-        digest = seal_digest(decision)
+        digest = seal_digest(decision, self.seal_key)
         sealed = state.get("sealed_plan") or {}
         if sealed.get("sha256") == digest:
             # This exact plan was approved already: no second question.
@@ -158,7 +161,7 @@ class LoopNodes(PlannerNodes):
         briefing = None
         if self.approval:
             sealed = state.get("sealed_plan")
-            refusal = _check_seal(stored, pm.in_flight_decision(), sealed)
+            refusal = _check_seal(stored, pm.in_flight_decision(), sealed, self.seal_key)
             if refusal:
                 emit({"event": "error", "error": refusal, "iteration": view.iteration})
                 return {"status": "failed", "error": refusal}
@@ -210,18 +213,20 @@ class LoopNodes(PlannerNodes):
         return END if state.get("status") == "failed" else "record_iteration"
 
 
-def _check_seal(decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any) -> str | None:
+def _check_seal(
+    decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any, key: bytes | None
+) -> str | None:
     if not sealed or not sealed.get("sha256"):
         return "refusing to execute: approval is required and no approved (sealed) plan is in the state"
     if decision is None:
         return "refusing to execute: there is no current decision to match against the sealed plan"
-    digest = seal_digest(decision)
-    if digest != sealed["sha256"]:
+    digest = seal_digest(decision, key)
+    if not hmac.compare_digest(digest, str(sealed["sha256"])):
         return (
             f"refusing to execute: the decision's SHA-256 {digest[:12]}… does not match the sealed plan "
             f"{sealed['sha256'][:12]}…; the plan changed after approval, so it must be approved again"
         )
-    if in_flight is None or seal_digest(in_flight.model_dump(mode="json")) != digest:
+    if in_flight is None or seal_digest(in_flight.model_dump(mode="json"), key) != digest:
         return (
             "refusing to execute: the plan manager's in-flight steps differ from the sealed plan; "
             "the DAG changed after approval, so it must be approved again"
