@@ -310,3 +310,19 @@ def test_resolving_planner_and_executor_separately_shares_one_controller(tmp_pat
     other = config.model_copy(update={"execution": config.execution.model_copy(update={"step_timeout_s": 5.0})})
     assert resolve_controller(other) is not resolve_controller(config)
     assert resolve_controller(load_config(str(cfg))) is not resolve_controller(config)
+
+
+def test_a_loop_stopped_by_the_recursion_limit_ends_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import soothe_planner.graph.loop as loop
+
+    monkeypatch.setattr(loop, "recursion_limit_for", lambda max_iterations: 3)
+    script = {"RouteIntake": [{"route": "complex", "answer": ""}], "AssessStatus": [_assess("continue", 0.0)] * 3,
+              "GeneratePlan": [PLAN] * 3, "text": [*TOOL_ARGS] * 3}
+    cfg = _config(tmp_path, script)
+    assert main(["run", "--json", "--config", str(cfg), "--thread", "t", "goal"]) == EXIT_FAILED
+    report = _report(capsys)
+    assert report["status"] == "failed" and "did not converge" in report["error"]
+    assert main(["show", "--json", "--config", str(cfg), "--thread", "t"]) == EXIT_FAILED
+    assert _report(capsys)["status"] == "failed"

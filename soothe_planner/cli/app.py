@@ -204,9 +204,9 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
             try:
                 await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
             except GraphRecursionError:
-                raise PlannerError(
-                    f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
-                ) from None
+                # Recorded in the checkpoint, so the run reads failed (show, --json), never running.
+                error = f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
+                await graph.aupdate_state(run_cfg, {"status": "failed", "error": error})
         if trace.enabled and not args.json and trace.summary():
             _out(args).print(trace.summary())
         snapshot = await graph.aget_state(run_cfg)
