@@ -260,7 +260,7 @@ def test_resume_decides_by_status_not_only_by_what_is_scheduled(
         async with resolve_persistence(config) as persistence:
             graph = _graph(config, resolve_run(config), persistence)
             cfg_ = run_config("t1", 3)
-            await graph.aupdate_state(cfg_, {"status": "running"}, as_node="goal_completion")
+            await graph.aupdate_state(cfg_, {"status": "running"}, as_node="finish")
             snap = await graph.aget_state(cfg_)
             assert snap.values["status"] == "running" and not snap.next
 
