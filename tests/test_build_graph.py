@@ -92,7 +92,7 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
 
     path = _config(tmp_path, monkeypatch)
     seen = _spy(monkeypatch)
-    served = make_graph()
+    served = await make_graph()
     cli = await _cli_graph(path)
     assert len(seen) == 2
     server_kw, cli_kw = seen
@@ -102,9 +102,9 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
     assert _options(server_kw) == {
         "approval": True, "synthesize": False, "intake": False, "failure_policy": "retry(2)",
         "max_iterations": 4, "max_plan_steps": 5, "context": PlanContext(workspace=str(WORKSPACE)),
-        "callbacks": [],
+        "callbacks": [], "model_name": f"scripted:{tmp_path / 'script.json'}",
     }  # fmt: skip
-    assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks"}
+    assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks", "model_name"}
     assert set(served.nodes) == set(cli.nodes) and "approve" in served.nodes
     assert served.config is not None and cli.config is not None
     assert served.config["recursion_limit"] == cli.config["recursion_limit"]
@@ -116,7 +116,7 @@ async def test_the_server_graph_skips_the_routing_call_when_intake_is_off(
     from soothe_planner.server import make_graph
 
     _config(tmp_path, monkeypatch, run={"approval": False})
-    final = await make_graph().ainvoke(goal_input(GOAL, thread_id="s"), run_config("s", 4))
+    final = await (await make_graph()).ainvoke(goal_input(GOAL, thread_id="s"), run_config("s", 4))
     assert final["status"] == "done" and final["intake"] == "complex"
     assert "Found 5 TODO lines." in final["final_answer"]  # synthesize: false, the step summary
 
@@ -131,7 +131,7 @@ async def test_the_server_graph_traces_each_run_as_the_cli_does(
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET)
     _config(tmp_path, monkeypatch, run={"approval": False},
             tracing={"langfuse": {"enabled": True, "tags": ["srv"], "user_id": "ops"}})
-    graph = make_graph()
+    graph = await make_graph()
     assert graph.config is not None and [type(c) for c in graph.config["callbacks"]] == [RunTracer]
     final = await graph.ainvoke(goal_input(GOAL, thread_id="t-srv"), run_config("t-srv", 4))
     assert final["status"] == "done"

@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,38 +77,88 @@ def _max_tokens(config: SootheConfig) -> int:
     return config.models.max_tokens or config.planner.max_output_tokens
 
 
+_SCRIPT_OPTIONS = {"replies", "latency_s", "call_log"}
+
+
 def _load_script(path: str) -> BaseChatModel:
+    """The scripted model of a script file (see ``SCRIPTED_MODEL_ENV`` and the ``scripted:`` model string).
+
+    The file holds a JSON list of replies (answered in order), or an object of reply lists keyed by
+    schema name ('text' for plain calls; robust to the order of concurrent calls), or
+    ``{"replies": <either>, "latency_s": S, "call_log": PATH}``: each call then takes S seconds
+    and appends ``{"schema", "thread_id", "start", "end"}`` (wall-clock seconds) as a JSON line to ``call_log``
+    (relative to the script's folder) — a record kept by the model itself, from which another
+    process (a test driving a server) can read how many calls overlapped.
+    """
     from soothe_planner.testing import ScriptedChatModel
 
     try:
-        replies = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"scripted model: script file {path!r} does not exist") from None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"scripted model: {path!r} is not a readable JSON file: {exc}") from None
-    if isinstance(replies, list):
-        return ScriptedChatModel(responses=replies)
-    if isinstance(replies, dict) and all(isinstance(v, list) for v in replies.values()):
-        return _by_schema(replies, path)
+    options: dict[str, Any] = {}
+    if isinstance(data, dict) and "replies" in data and set(data) <= _SCRIPT_OPTIONS:
+        options, data = {k: v for k, v in data.items() if k != "replies"}, data["replies"]
+        latency = options.get("latency_s", 0)
+        if not isinstance(latency, int | float) or isinstance(latency, bool) or latency < 0:
+            raise ConfigError(f"scripted model {path!r}: latency_s must be a number of seconds >= 0, got {latency!r}")
+        if "call_log" in options and not isinstance(options["call_log"], str):
+            raise ConfigError(f"scripted model {path!r}: call_log must be a file path, got {options['call_log']!r}")
+    if isinstance(data, list):
+        if not options:
+            return ScriptedChatModel(responses=data)
+        return _by_schema({"*": data}, path, options)
+    if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
+        return _by_schema(data, path, options)
     raise ConfigError(
-        f"scripted model: {path!r} must hold a JSON list of replies, or an object of reply lists keyed by "
-        f"schema name ('text' for plain calls), got {type(replies).__name__}"
+        f"scripted model: {path!r} must hold a JSON list of replies, an object of reply lists keyed by "
+        f"schema name ('text' for plain calls), or {{\"replies\": ..., \"latency_s\": ..., \"call_log\": ...}}, "
+        f"got {type(data).__name__}"
     )
 
 
-def _by_schema(queues: dict[str, list[Any]], path: str) -> BaseChatModel:
-    """A model answering each call from the queue of its requested schema (robust to call order)."""
+def _by_schema(queues: dict[str, list[Any]], path: str, options: dict[str, Any] | None = None) -> BaseChatModel:
+    """A model answering each call from the queue of its requested schema ('*': one queue for all)."""
+    import asyncio
+    import threading
+    import time
+
     from soothe_planner.errors import ScriptExhaustedError
     from soothe_planner.testing import FunctionChatModel, ScriptedCall
 
+    options = options or {}
     pending = {k: list(v) for k, v in queues.items()}
+    lock = threading.Lock()
+    latency = float(options.get("latency_s", 0))
+    log = Path(path).parent / options["call_log"] if "call_log" in options else None
 
-    def reply(call: ScriptedCall) -> Any:
-        key = call.schema_name or "text"
-        queue = pending.get(key)
-        if not queue:
-            raise ScriptExhaustedError(f"scripted model {path!r} has no reply left for {key!r}")
-        return queue.pop(0)
+    def next_reply(call: ScriptedCall) -> Any:
+        key = "*" if "*" in pending else (call.schema_name or "text")
+        with lock:
+            queue = pending.get(key)
+            if not queue:
+                raise ScriptExhaustedError(f"scripted model {path!r} has no reply left for {key!r}")
+            return queue.pop(0)
+
+    if not latency and log is None:
+        return FunctionChatModel(next_reply)
+
+    def record(entry: dict[str, Any]) -> None:
+        assert log is not None
+        with log.open("a", encoding="utf-8") as out:
+            out.write(json.dumps(entry, default=str) + "\n")
+
+    async def reply(call: ScriptedCall) -> Any:
+        start = time.time()
+        answer = next_reply(call)
+        await asyncio.sleep(latency)
+        if log is not None:  # a file write, off the event loop
+            entry = {"schema": call.schema_name, "thread_id": call.metadata.get("thread_id"),
+                     "start": start, "end": time.time()}
+            await asyncio.to_thread(record, entry)
+        return answer
 
     return FunctionChatModel(reply)
 
@@ -152,6 +202,8 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
             max_tokens=max_tokens,
             extra_body={"max_tokens": max_tokens},
         )
+    if kind not in PROVIDERS:
+        return _init_chat_model(config, spec, max_tokens, temperature)
     provider = PROVIDERS[kind]
     key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
     kwargs: dict[str, Any] = {"model": name, "temperature": temperature, "max_tokens": max_tokens}
@@ -162,6 +214,28 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
         return built
     except Exception as exc:
         raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
+
+
+def _init_chat_model(config: SootheConfig, spec: str, max_tokens: int, temperature: float) -> BaseChatModel:
+    """A provider outside the table, built by LangChain's ``init_chat_model`` (the ``langchain`` package)."""
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError:
+        raise ConfigError(
+            f"model {spec!r}: its provider is not in the package's table, and LangChain's init_chat_model "
+            "is not installed to build it: pip install langchain"
+        ) from None
+    kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    key = _api_key(config, spec, None, required=False)  # only when models.api_key_env names one
+    if key is not None:
+        kwargs["api_key"] = key
+    try:
+        model = init_chat_model(spec, **kwargs)
+    except Exception as exc:
+        raise ConfigError(f"model {spec!r} could not be built by init_chat_model: {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, BaseChatModel):
+        raise ConfigError(f"model {spec!r}: init_chat_model returned a {type(model).__name__}, not a chat model")
+    return model
 
 
 @dataclass
@@ -328,13 +402,18 @@ def resolve_executor(
     *,
     controller: ConcurrencyController | None = None,
     pool: ModelPool | None = None,
+    tools: Sequence[BaseTool] | None = None,
 ) -> StepExecutor:
-    """A ``StepExecutor`` with the configured tools, subagents, timeout and read-only flags."""
+    """A ``StepExecutor`` with the configured tools, subagents, timeout and read-only flags.
+
+    ``tools``: ``resolve_tools(config)`` done already (a server resolves them once per process:
+    building a tool's argument schema costs more than the rest of a run's parts together).
+    """
     from soothe_planner.execution import StepExecutor
 
     pool = pool or ModelPool(config)
     controller = controller or resolve_controller(config)
-    tools = resolve_tools(config)
+    tools = list(tools) if tools is not None else resolve_tools(config)
     names = {t.name for t in tools}
     unknown = [n for n in config.execution.read_only_tools if n not in names]
     if unknown:
@@ -379,6 +458,8 @@ class ResolvedRun:
     controller: ConcurrencyController
     planner: LLMPlanner
     executor: StepExecutor
+    model_name: str | None = None
+    """The model string the run is built on (``None`` when an explicit model object was given)."""
 
     def graph(self, *, checkpointer: Any = None, store: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The StrangeLoop over these parts, with every option the config sets (the one place that builds it).
@@ -396,19 +477,34 @@ class ResolvedRun:
             checkpointer=checkpointer,
             store=store,
             callbacks=[tracer] if tracer is not None else (),
+            model_name=self.model_name,
             **loop_options(self.config),
         )
 
 
-def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
-    """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
-    pool = ModelPool(config)
-    controller = resolve_controller(config)
+def resolve_run(
+    config: SootheConfig,
+    model: BaseChatModel | None = None,
+    *,
+    controller: ConcurrencyController | None = None,
+    pool: ModelPool | None = None,
+    tools: Sequence[BaseTool] | None = None,
+) -> ResolvedRun:
+    """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model.
+
+    ``controller``: the run's controller (default: a new one; a server passes one that shares its
+    process-wide LLM slots, ``ConcurrencyController.for_run``). ``pool``: models already built,
+    shared between runs (default: a new pool for this run). ``tools``: the resolved
+    ``execution.tools``, shared between runs (default: resolved for this run).
+    """
+    pool = pool if pool is not None else ModelPool(config)
+    controller = controller if controller is not None else resolve_controller(config)
     if model is not None:
         pool.built[config.models.default] = model
     planner = resolve_loop_planner(config, model, controller=controller, pool=pool)
-    executor = resolve_executor(config, model, controller=controller, pool=pool)
-    return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor)
+    executor = resolve_executor(config, model, controller=controller, pool=pool, tools=tools)
+    name = None if model is not None else config.models.default
+    return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor, model_name=name)
 
 
 def build_graph(
