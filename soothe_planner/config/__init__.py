@@ -6,6 +6,10 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.config.agent import (
+    create_planner_agent,
+    policy_config,
+)
 from soothe_planner.config.load import (
     config_from_dict,
     format_validation_error,
@@ -64,11 +68,13 @@ __all__ = [
     "build_graph",
     "check_model_spec",
     "config_from_dict",
+    "create_planner_agent",
     "format_validation_error",
     "interpolate",
     "load_config",
     "loop_options",
     "parse_yaml",
+    "policy_config",
     "provider_of",
     "resolve_chat_model",
     "resolve_checkpointer",

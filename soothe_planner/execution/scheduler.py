@@ -65,6 +65,7 @@ from soothe_planner.execution.runners import (
     run_single_input_tool,
     single_string_field,
 )
+from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tracing import trace_step
 
@@ -122,7 +123,7 @@ class StepExecutor:
     def __init__(
         self,
         *,
-        tools: Sequence[BaseTool] = (),
+        tools: ToolSource = (),
         subagents: Mapping[str, Runnable[Any, Any]] | None = None,
         remotes: Mapping[str, Runnable[Any, Any]] | None = None,
         agent_model: BaseChatModel | None = None,
@@ -133,6 +134,7 @@ class StepExecutor:
     ) -> None:
         from soothe_planner.concurrency import ConcurrencyController
 
+        tools = as_tools(tools)  # a list, a ToolNode, a toolkit, functions (tool_sources.py)
         names = [t.name for t in tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
