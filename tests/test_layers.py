@@ -22,7 +22,7 @@ LAYERS: list[list[str]] = [
     ["errors"],
     ["concurrency"],
     ["models"],
-    ["wire", "protocols", "testing", "tracing", "tools", "local"],
+    ["wire", "protocols", "testing", "tracing", "tools", "local", "events"],
     ["dag"],
     ["parsing"],
     ["planner"],
