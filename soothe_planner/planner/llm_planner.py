@@ -65,6 +65,7 @@ from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object,
 from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -121,14 +122,14 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     return ids
 
 
-class LLMPlanner:
+class LLMPlanner(SyncPlannerMethods):
     """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
     ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
     transport_retry, degraded, guard_overrides, keep_without_plan, budget_trims, compact_briefing,
-    budget_overflow, failed.
+    budget_overflow, failed. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
     """
 
     def __init__(
