@@ -172,7 +172,7 @@ async def _planner(model: Any, settings: Any, item: dict[str, Any]) -> tuple[Gra
     except PlannerError:
         return _failed_score(), _failed_score()
     full = score(plan_as_workflow(plan), gold_of(item))
-    return (full if planner.stats["reask"] == 0 else _failed_score()), full
+    return (full if planner.stats.reask == 0 else _failed_score()), full
 
 
 async def run_model(

@@ -16,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "PlannerError": "errors",
     "ConfigError": "errors",
+    "CheckpointDamagedError": "errors",
     "ModelIntegrityError": "errors",
     "PlanValidationError": "errors",
     "PlanParseError": "errors",
@@ -96,6 +97,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     )
     from soothe_planner.dag import PlanDAG, PlanManager
     from soothe_planner.errors import (
+        CheckpointDamagedError,
         ConfigError,
         ExecutionError,
         GenerationAttempt,

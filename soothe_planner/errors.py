@@ -8,7 +8,8 @@ value, the rule and, where there is one, the way out.
 
     PlannerError
     ├── ConfigError                 usage or configuration; raised before any work starts
-    │   └── ModelIntegrityError     the embedded model's file is not the one recorded in the code
+    │   ├── ModelIntegrityError     the embedded model's file is not the one recorded in the code
+    │   └── CheckpointDamagedError  the checkpoint database fails its own integrity check
     ├── PlanValidationError         a plan broke a rule (.errors: one message per step and rule)
     ├── PlanParseError              model text that holds no usable plan (.text: what the model wrote)
     ├── PlanGenerationError         every attempt to get a usable answer failed (.attempts)
@@ -19,14 +20,23 @@ value, the rule and, where there is one, the way out.
 
 Transport errors of the underlying model (timeouts, rate limits, HTTP 5xx) are not wrapped while
 they are being retried; when retries run out they end up inside a ``PlanGenerationError`` attempt.
+
+Every error survives a pickle round trip with its payload, because errors cross process boundaries
+(LangGraph Server workers, ``multiprocessing``). Python pickles an exception as ``cls(*args)``, and
+``args`` holds only the formatted message, so a class whose ``__init__`` takes other arguments
+fails to load. The root rebuilds instead from ``args`` and the instance's attributes, without
+calling ``__init__`` again: one rule in one place covers every subclass, present and future, and
+the message is restored as it was formatted. The alternative — a ``__reduce__`` per class listing
+its constructor arguments — breaks silently the day someone adds a class and forgets it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
+    "CheckpointDamagedError",
     "ConfigError",
     "ExecutionError",
     "GenerationAttempt",
@@ -40,8 +50,19 @@ __all__ = [
 ]
 
 
+def _rebuild(cls: type[PlannerError], args: tuple[Any, ...]) -> PlannerError:
+    """Unpickle an error: its class and message, without running its ``__init__`` again."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    return error
+
+
 class PlannerError(Exception):
     """Root of every error this package raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the attributes (``errors``, ``text``, ``attempts``, notes) travel as the state
+        return _rebuild, (type(self), self.args), dict(self.__dict__)
 
 
 class ConfigError(PlannerError):
@@ -58,6 +79,22 @@ class ModelIntegrityError(ConfigError):
         super().__init__(
             f"model file {path!r} has SHA-256 {actual}, expected {expected}; "
             "delete it and run again to reassemble it from the pinned packages"
+        )
+
+
+class CheckpointDamagedError(ConfigError):
+    """The checkpoint database fails SQLite's own integrity check; nothing was read from it.
+
+    A usage error (exit 2), not a run failure: the run did not start, and the way out is the
+    user's — restore the file or move it aside.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"checkpoint {path!r} is damaged ({reason}); nothing was read from it: restore it from a "
+            "backup, or move it aside to start afresh (the runs saved in it cannot be resumed)"
         )
 
 

@@ -25,6 +25,12 @@ than looping. Token usage is reported as ``ceil(characters / 4)`` so tracing and
 numbers to count. ``FunctionChatModel(fn)`` answers every call with ``fn(call)``, for dynamic
 scripts (benchmarks, fault injection).
 
+Both are ``RecordingChatModel``s — the recording and the rendering, with the source of replies
+left to the subclass — and neither is the other. A function model used to be a scripted model
+whose ``remaining`` raised and whose ``reset`` did nothing: code written against a
+``ScriptedChatModel`` broke on it. ``remaining`` and ``reset`` now exist only where there is a
+script; code that only reads ``.calls`` takes a ``RecordingChatModel``.
+
 What was weighed: LangChain's stock fakes raise ``NotImplementedError`` for ``bind_tools`` and
 ``with_structured_output``, and mocks skip the parsers; both would leave the production path
 untested. The JSON methods are built from LangChain's public parsers the way provider packages
@@ -57,7 +63,7 @@ from pydantic import BaseModel, PrivateAttr
 
 from soothe_planner.errors import ScriptExhaustedError
 
-__all__ = ["FunctionChatModel", "Reply", "ScriptedCall", "ScriptedChatModel"]
+__all__ = ["FunctionChatModel", "RecordingChatModel", "Reply", "ScriptedCall", "ScriptedChatModel"]
 
 Reply = Any
 """One scripted reply: str | dict | BaseModel | AIMessage | BaseException | callable(call) -> reply."""
@@ -99,66 +105,45 @@ class ScriptedCall:
         return "\n".join(m.text for m in self.messages)
 
 
-class _ScriptState:
-    """Shared by copies of one model (``bind``, ``model_copy``, a limited copy): one script, one log."""
+class _CallLog:
+    """Shared by copies of one model (``bind``, ``model_copy``, a limited copy): one log, one script."""
 
-    def __init__(self, responses: Sequence[Reply]) -> None:
+    def __init__(self, responses: Sequence[Reply] = ()) -> None:
         self.lock = threading.Lock()
+        self.calls: list[ScriptedCall] = []
         self.responses = list(responses)
         self.position = 0
-        self.calls: list[ScriptedCall] = []
 
 
-class ScriptedChatModel(BaseChatModel):
-    """A chat model that answers from a script; see the module docstring for the reply kinds."""
+class RecordingChatModel(BaseChatModel):
+    """A test chat model that records every call and renders replies through LangChain's parsers.
+
+    Where the replies come from is the subclass's business (``_next_reply``): a script
+    (``ScriptedChatModel``) or a function (``FunctionChatModel``).
+    """
 
     model_name: str = "scripted"
-    _state: _ScriptState = PrivateAttr()
+    _state: _CallLog = PrivateAttr()
 
-    def __init__(self, responses: Sequence[Reply] = (), **kwargs: Any) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._state = _ScriptState(responses)
+        self._state = _CallLog()
 
     @property
     def _llm_type(self) -> str:
-        return "scripted"
+        return "recording"
 
     @property
     def _identifying_params(self) -> dict[str, Any]:
         return {"model_name": self.model_name}
 
-    # -- the script ----------------------------------------------------------------------------
-
     @property
     def calls(self) -> list[ScriptedCall]:
+        """Every call received so far, in order, by this model and its copies."""
         return self._state.calls
 
-    @property
-    def remaining(self) -> int:
-        """Replies not used yet."""
-        with self._state.lock:
-            return len(self._state.responses) - self._state.position
-
-    def reset(self, responses: Sequence[Reply] = ()) -> None:
-        """Start over with a new script and an empty call log."""
-        with self._state.lock:
-            self._state.responses = list(responses)
-            self._state.position = 0
-            self._state.calls.clear()
-
     def _next_reply(self, call: ScriptedCall) -> Reply:
-        state = self._state
-        with state.lock:
-            if state.position >= len(state.responses):
-                raise ScriptExhaustedError(
-                    f"{type(self).__name__} got call #{call.index + 1} "
-                    f"({call.method or 'plain'}{f' {call.schema_name}' if call.schema_name else ''}) "
-                    f"but its script has only {len(state.responses)} replies; add replies to the script "
-                    f"(last message: {call.last_text[:120]!r})"
-                )
-            reply = state.responses[state.position]
-            state.position += 1
-            return reply
+        raise NotImplementedError(f"{type(self).__name__} does not say where its replies come from")
 
     def _record(
         self,
@@ -338,22 +323,60 @@ class ScriptedChatModel(BaseChatModel):
         return RunnableMap(raw=llm) | parse.with_fallbacks([give_up], exception_key="parsing_error")
 
 
-class FunctionChatModel(ScriptedChatModel):
-    """A chat model that answers every call with ``fn(call)`` (sync or async); never runs out."""
+class ScriptedChatModel(RecordingChatModel):
+    """A chat model that answers from a script; see the module docstring for the reply kinds."""
+
+    def __init__(self, responses: Sequence[Reply] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._state = _CallLog(responses)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def remaining(self) -> int:
+        """Replies not used yet."""
+        with self._state.lock:
+            return len(self._state.responses) - self._state.position
+
+    def reset(self, responses: Sequence[Reply] = ()) -> None:
+        """Start over with a new script and an empty call log."""
+        with self._state.lock:
+            self._state.responses = list(responses)
+            self._state.position = 0
+            self._state.calls.clear()
+
+    def _next_reply(self, call: ScriptedCall) -> Reply:
+        state = self._state
+        with state.lock:
+            if state.position >= len(state.responses):
+                raise ScriptExhaustedError(
+                    f"{type(self).__name__} got call #{call.index + 1} "
+                    f"({call.method or 'plain'}{f' {call.schema_name}' if call.schema_name else ''}) "
+                    f"but its script has only {len(state.responses)} replies; add replies to the script "
+                    f"(last message: {call.last_text[:120]!r})"
+                )
+            reply = state.responses[state.position]
+            state.position += 1
+            return reply
+
+
+class FunctionChatModel(RecordingChatModel):
+    """A chat model that answers every call with ``fn(call)`` (sync or async); never runs out.
+
+    It has no script, so it has no ``remaining`` and no ``reset``: it is not a ``ScriptedChatModel``.
+    """
 
     _fn: Callable[[ScriptedCall], Reply | Awaitable[Reply]] = PrivateAttr()
 
     def __init__(self, fn: Callable[[ScriptedCall], Reply | Awaitable[Reply]], **kwargs: Any) -> None:
-        super().__init__((), **kwargs)
+        super().__init__(**kwargs)
         self._fn = fn
 
     @property
     def _llm_type(self) -> str:
         return "scripted-function"
-
-    @property
-    def remaining(self) -> int:
-        raise TypeError("a FunctionChatModel has no script to run out of")
 
     def _next_reply(self, call: ScriptedCall) -> Reply:
         return self._fn

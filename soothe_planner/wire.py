@@ -9,11 +9,24 @@ never rejected — a long description is not worth a re-ask. A list over its bou
 a plan of fifty steps is a plan nobody asked for.
 
 The class names are the tool names a provider shows the model, so they read as verbs.
+
+A plan step is a *typed tool step* (``tool`` names one offered tool, ``args`` its arguments; run
+with no model call), a *model step* (``tool`` null: one model call over its dependencies'
+outputs) or a delegation (``subagent``). ``generation_model`` builds the plan schema for what is
+offered: ``tool`` is an enum of the offered tool names (a grammar-constrained model cannot invent
+one), ``subagent`` an enum of the offered subagents and absent when there are none. The step's
+``tool``, ``args`` and ``depends_on`` are advertised as required, so a grammar makes the model
+decide them on every step (``null``, ``{}`` and ``[]`` are answers), while validation still
+accepts them missing: the answer may come from a provider that ignores the schema, and the
+lenient reading downstream is the same. Two runtime fields are accepted but not advertised:
+``tools`` (a step handed to an agent over those tools) and ``expected_output`` — the typed API
+still speaks them, but every advertised field costs tokens on every call and a second way to name
+a tool confuses a small model.
 """
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,6 +39,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.functional_validators import BeforeValidator
+from pydantic.json_schema import SkipJsonSchema
 
 from soothe_planner.models import (
     AgentDecision,
@@ -80,15 +94,27 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PlanStepSpec(_Wire):
-    """One step: what to do, what it needs first, and what may do it."""
+Args = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
+_ADVERTISED_REQUIRED = ["id", "description", "tool", "args", "depends_on"]
 
-    id: StepId = Field(description="Short unique id, e.g. s1")
-    description: Text(300) = Field(description="What to do, concretely")  # type: ignore[valid-type]
-    depends_on: list[StepId] = Field(default_factory=list, max_length=8, description="Ids of steps that must finish first")
-    tools: list[Text(64)] = Field(default_factory=list, max_length=4, description="Tool names to use")  # type: ignore[valid-type]
-    subagent: Text(64) | None = Field(default=None, description="Subagent name, if delegated")  # type: ignore[valid-type]
-    expected_output: Text(200) = Field(default="", description="What the step should produce")  # type: ignore[valid-type]
+
+def _step_schema(schema: dict[str, Any]) -> None:
+    schema["required"] = [name for name in _ADVERTISED_REQUIRED if name in schema.get("properties", {})]
+
+
+class PlanStepSpec(_Wire):
+    """One step."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_step_schema)
+
+    id: StepId
+    description: Text(300) = Field(description="What this step does for the goal")  # type: ignore[valid-type]
+    tool: Text(64) | None = None  # type: ignore[valid-type]
+    args: Args = Field(default_factory=dict)
+    depends_on: list[StepId] = Field(default_factory=list, max_length=8)
+    subagent: Text(64) | None = None  # type: ignore[valid-type]
+    tools: SkipJsonSchema[list[Text(64)]] = Field(default_factory=list, max_length=4)  # type: ignore[valid-type]
+    expected_output: SkipJsonSchema[Text(200)] = ""  # type: ignore[valid-type]
 
 
 class AssessStatus(_Wire):
@@ -149,20 +175,53 @@ class RouteIntake(_Wire):
         return value.strip()
 
 
-@lru_cache(maxsize=32)
-def generation_model(max_steps: int, *, allow_keep: bool = True) -> type[GeneratePlan]:
+@lru_cache(maxsize=64)
+def generation_model(
+    max_steps: int,
+    *,
+    allow_keep: bool = True,
+    tools: tuple[str, ...] = (),
+    subagents: tuple[str, ...] = (),
+) -> type[GeneratePlan]:
     """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced).
 
     Without ``allow_keep`` (nothing is in flight: a first plan, a revision) ``plan_action`` can only
-    be ``new``, so a grammar-constrained model cannot answer ``keep`` at all. One class per
-    (bound, allow_keep), built once: the planner keeps its structured-output binding per class.
+    be ``new``, so a grammar-constrained model cannot answer ``keep`` at all. ``tools`` and
+    ``subagents`` are the offered names: each step's ``tool`` (and ``subagent``) is one of them or
+    null; with no tools named, any name is accepted (the parser's allow-list judges it). One class
+    per argument set, built once: the planner keeps its structured-output binding per class.
     """
-    return _generation_model(max(1, min(max_steps, WIRE_MAX_STEPS)), allow_keep)
+    return _generation_model(
+        max(1, min(max_steps, WIRE_MAX_STEPS)), allow_keep, tuple(dict.fromkeys(tools)), tuple(dict.fromkeys(subagents))
+    )
 
 
-@cache  # at most 2 * WIRE_MAX_STEPS classes
-def _generation_model(bound: int, allow_keep: bool) -> type[GeneratePlan]:
-    fields: dict[str, Any] = {"steps": (list[PlanStepSpec], Field(default_factory=list, max_length=bound))}
+def _one_of(names: tuple[str, ...]) -> Any:
+    """``Literal[names]``: an enum in the JSON schema."""
+    return Literal.__getitem__(names)
+
+
+@lru_cache(maxsize=64)
+def _step_model(tools: tuple[str, ...], subagents: tuple[str, ...]) -> type[PlanStepSpec]:
+    if not tools and not subagents:
+        return PlanStepSpec
+    fields: dict[str, Any] = {}
+    if tools:
+        fields["tool"] = (_one_of(tools) | None, None)
+    # No subagent offered: the field is not advertised (still accepted, for the parser to judge).
+    fields["subagent"] = (_one_of(subagents) | None, None) if subagents else (SkipJsonSchema[str | None], None)  # type: ignore[misc]
+    model: type[PlanStepSpec] = create_model(
+        "PlanStepSpec", __base__=PlanStepSpec, __doc__=PlanStepSpec.__doc__, **fields
+    )
+    return model
+
+
+@lru_cache(maxsize=64)
+def _generation_model(
+    bound: int, allow_keep: bool, tools: tuple[str, ...], subagents: tuple[str, ...]
+) -> type[GeneratePlan]:
+    step = _step_model(tools, subagents)
+    fields: dict[str, Any] = {"steps": (list[step], Field(default_factory=list, max_length=bound))}  # type: ignore[valid-type]
     if not allow_keep:
         fields["plan_action"] = (Literal["new"], Field(default="new", description="new: the steps below"))
     model: type[GeneratePlan] = create_model(
@@ -177,13 +236,15 @@ def _generation_model(bound: int, allow_keep: bool) -> type[GeneratePlan]:
 def _hint(spec: PlanStepSpec) -> ExecutionHint:
     if spec.subagent:
         return "subagent"
-    if spec.tools:
+    if spec.tool or spec.tools:
         return "tool"
     return "auto"
 
 
 def to_decision(gen: GeneratePlan, *, reasoning: str = "") -> AgentDecision:
-    """The steps of a ``new`` answer as an executable decision (validation of the DAG is separate)."""
+    """The steps of a ``new`` answer as an executable decision (validation of the DAG is separate).
+
+    A step with neither ``tool`` nor ``subagent`` (nor ``tools``) is a model step."""
     steps = [
         StepAction(
             id=s.id,
@@ -193,6 +254,8 @@ def to_decision(gen: GeneratePlan, *, reasoning: str = "") -> AgentDecision:
             expected_output=s.expected_output,
             depends_on=list(s.depends_on),
             execution_hint=_hint(s),
+            tool=s.tool or None,
+            args=dict(s.args),
         )
         for s in gen.steps
     ]

@@ -150,10 +150,20 @@ def test_plan_in_every_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert "Search the workspace for TODO lines" in out and "find" in out
 
 
-def test_plan_rejects_a_step_naming_a_write_tool_in_plan_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    bad = {**PLAN, "steps": [{"id": "w", "description": "write it", "tools": ["write_file"], "depends_on": []}]}
-    cfg = _setup(tmp_path, {"GeneratePlan": [bad, bad, bad]},
+def test_plan_accepts_a_typed_write_step_the_configuration_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write = {"id": "w", "description": "save the greeting", "tool": "write_file",
+             "args": {"path": "hello.txt", "content": "hi"}, "depends_on": []}
+    cfg = _setup(tmp_path, {"GeneratePlan": [{**PLAN, "steps": [write]}]},
                  execution={"tools": ["builtin:read_file", "builtin:write_file"]})
+    assert main(["plan", "--config", str(cfg), "--format", "json", "goal"]) == EXIT_DONE
+    (step,) = json.loads(capsys.readouterr().out)["steps"]
+    assert (step["tool"], step["args"]) == ("write_file", {"path": "hello.txt", "content": "hi"})
+    assert not (WORKSPACE / "hello.txt").exists()  # planning runs nothing
+
+
+def test_plan_rejects_a_tool_the_configuration_does_not_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = {**PLAN, "steps": [{"id": "w", "description": "write it", "tools": ["write_file"], "depends_on": []}]}
+    cfg = _setup(tmp_path, {"GeneratePlan": [bad, bad, bad]}, execution={"tools": ["builtin:read_file"]})
     assert main(["plan", "--config", str(cfg), "goal"]) == EXIT_FAILED
     captured = capsys.readouterr()
     assert captured.out == ""
@@ -268,3 +278,78 @@ def test_resume_decides_by_status_not_only_by_what_is_scheduled(
     assert main(["resume", "--config", str(cfg), "--thread", "t1"]) == EXIT_FAILED
     err = capsys.readouterr().err
     assert "has status 'running' but its last checkpoint schedules nothing to run" in err
+
+
+# -- the parser, through click's own runner ---------------------------------------------------------
+
+
+def test_click_runner_help_lists_the_commands_in_order_and_the_exit_codes() -> None:
+    from click.testing import CliRunner
+
+    from soothe_planner.cli import cli
+
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == EXIT_DONE
+    listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()][:5]
+    assert listed == ["run", "plan", "validate", "resume", "show"]
+    assert "130 interrupted" in " ".join(result.stdout.split())
+    assert CliRunner().invoke(cli, ["--version"]).stdout.strip() == "soothe-planner 0.1.0"
+
+
+@pytest.mark.parametrize("argv", [["--json", "validate", "CFG"], ["validate", "CFG", "--json"]])
+def test_click_runner_takes_the_output_flags_before_or_after_the_command(argv: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from soothe_planner.cli import cli
+
+    cfg = str(ROOT / "config" / "default.yaml")
+    result = CliRunner().invoke(cli, [cfg if a == "CFG" else a for a in argv])
+    assert result.exit_code == EXIT_DONE, result.stderr
+    assert json.loads(result.stdout)["valid"] is True
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "goal"], "Missing option '--config'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+    (["plan", "--config", "c.yaml", "--format", "pdf", "goal"], "'pdf' is not one of"),
+    (["resume", "--config", "c.yaml"], "Missing option '--thread'"),
+])
+def test_click_runner_usage_mistakes_exit_2_naming_the_mistake(argv: list[str], message: str) -> None:
+    from click.testing import CliRunner
+
+    from soothe_planner.cli import cli
+
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == EXIT_USAGE
+    assert message in result.stderr and result.stdout == ""
+
+
+def test_an_interrupt_exits_130_with_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    import soothe_planner.config as config_module
+    from soothe_planner.cli import EXIT_INTERRUPTED, cli
+
+    def interrupted(path: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(config_module, "load_config", interrupted)
+    args = ["validate", str(ROOT / "config" / "default.yaml")]
+    assert main(args) == EXIT_INTERRUPTED
+    assert capsys.readouterr().err == "soothe-planner: error: interrupted\n"
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == EXIT_INTERRUPTED and result.stderr == "soothe-planner: error: interrupted\n"
+
+
+def test_help_and_usage_mistakes_do_not_load_the_library() -> None:
+    # the console script imports soothe_planner.cli: its terminal renderings come at first use
+    code = ("import sys; from soothe_planner.cli import main; main(['--help']); main(['run', 'goal']); "
+            "print(sorted(m for m in ('langchain_core', 'langgraph', 'pydantic') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+    from soothe_planner.cli import RunView, plan_table  # named by the front door all the same
+
+    assert callable(plan_table) and RunView.__name__ == "RunView"

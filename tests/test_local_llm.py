@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -250,11 +251,22 @@ def test_server_dies_when_its_parent_is_killed(fake_server: tuple[list[str], Pat
         ],
         stdout=subprocess.PIPE,
     )
-    assert parent.stdout is not None and parent.stdout.readline().strip() == b"ready"
-    server_pid, _ = map(int, pids.read_text().split())
-    parent.send_signal(signal.SIGKILL)
-    parent.wait()
-    assert _wait_dead(server_pid)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline().strip() == b"ready"
+        server_pid, child_pid = map(int, pids.read_text().split())
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        assert _wait_dead(server_pid)
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()  # type: ignore[union-attr]
+        # The death signal reaches the server alone; the fake server's own child stays in the
+        # server's process group, which outlives the server: stop the group, not just the leader.
+        if pids.exists() and pids.read_text().strip():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(pids.read_text().split()[0]), signal.SIGKILL)
+    assert _wait_dead(child_pid)
 
 
 def test_reusing_a_running_server_starts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

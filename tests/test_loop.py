@@ -190,19 +190,20 @@ def test_run_config_sets_an_explicit_recursion_limit_from_max_iterations() -> No
         run_config("t", 0)
 
 
-async def test_plan_mode_offers_only_read_only_tools_while_planning() -> None:
+async def test_plan_mode_offers_every_configured_tool_marked_and_refuses_others() -> None:
     script = PhaseScript(
         AssessStatus=[assess("done", 1.0)],
-        GeneratePlan=[plan(step("s1", tools=["write"])), plan(step("s1", tools=["read"]))],
+        GeneratePlan=[plan(step("s1", tools=["rm"])), plan(step("s1", tools=["write"]))],
     )
     wrote: list[str] = []
     ex = StepExecutor(tools=[read_tool(), read_tool(wrote, name="write", read_only=False)])
     state, _, _ = await _run(script, ex)
     prompts = [c.prompt_text for c in script.calls if c.schema_name == "GeneratePlan"]
-    assert "- read, tool (read-only)" in prompts[0] and "- write," not in prompts[0]
-    # a plan naming the write tool is rejected before anything runs, and re-asked
-    assert "'write'" in prompts[1] and wrote == []
-    assert state["status"] == "done"
+    # the write tool is offered, unmarked; the read tool is marked read-only
+    assert "- read(text) [read-only]: read something" in prompts[0]
+    assert "- write(text): write something" in prompts[0]
+    assert "'rm'" in prompts[1]  # a tool outside the configuration is refused, and re-asked
+    assert state["status"] == "done" and wrote == ["do s1"]  # the write step ran once, after validation
 
 
 async def test_slow_branch_does_not_hold_back_the_fast_branch_inside_the_graph() -> None:

@@ -57,4 +57,6 @@ def test_notebook_runs_without_errors(path: Path, tmp_path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     km = AsyncKernelManager(kernel_name="soothe-test", kernel_spec_manager=ksm)
     client = NotebookClient(nb, km=km, timeout=120, resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()  # raises CellExecutionError naming the cell on the first failure
+    # raises CellExecutionError naming the cell on the first failure; nbclient stops only kernels of
+    # managers it created itself, so ask it to stop this one, or the kernel outlives the test
+    client.execute(cleanup_kc=True)

@@ -34,9 +34,15 @@ def _shape(result: ParsedDecision) -> list[dict[str, Any]]:
     if result.decision is None:
         return []
     return [
-        {"id": s.id, "depends_on": s.depends_on, "tools": s.tools, "subagent": s.subagent}
+        {"id": s.id, "depends_on": s.depends_on, "tools": s.tools, "subagent": s.subagent, "tool": s.tool,
+         "args": s.args}
         for s in result.decision.steps
     ]
+
+
+def _expected(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A case names ``tool`` and ``args`` only when the step has them."""
+    return [{"tool": None, "args": {}, **s} for s in steps]
 
 
 # --------------------------------------------------------------------------- the corpus
@@ -54,6 +60,7 @@ def test_corpus_has_at_least_300_cases_in_every_category() -> None:
         "structure",
         "handwritten",
         "real_model",
+        "typed",
     }
     assert sum(1 for c in CASES if "error_contains" in c["expect"]) >= 40
     assert len({c["name"] for c in CASES}) == len(CASES), "case names must be unique"
@@ -71,7 +78,8 @@ def test_corpus_files_are_what_the_generator_writes() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[f"{c['category']}:{c['name']}" for c in CASES])
 def test_corpus_case_reads_as_constructed(case: dict[str, Any]) -> None:
     expect = case["expect"]
-    kwargs = {"known_capabilities": case["known_capabilities"], "max_steps": case["max_steps"]}
+    kwargs = {"known_capabilities": case["known_capabilities"], "max_steps": case["max_steps"],
+              "tool_schemas": case.get("tool_schemas")}
     if "error_contains" in expect:
         with pytest.raises(PlanParseError) as info:
             parse_decision(case["text"], **kwargs)
@@ -80,7 +88,7 @@ def test_corpus_case_reads_as_constructed(case: dict[str, Any]) -> None:
         return
     result = parse_decision(case["text"], **kwargs)
     assert result.plan_action == expect["plan_action"]
-    assert _shape(result) == expect["steps"]
+    assert _shape(result) == _expected(expect["steps"])
     for fragment in expect["warnings_contain"]:
         assert any(fragment in w for w in result.warnings), (fragment, result.warnings)
 

@@ -51,7 +51,7 @@ def _alias(step: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
         draw(st.sampled_from([deps, ", ".join(deps)])) if deps else draw(st.sampled_from([[], None]))
     )
     if len(step["tools"]) == 1 and draw(st.booleans()):
-        out["tool"] = step["tools"][0]
+        out["tools"] = step["tools"][0]  # a name where a list belongs ("tool" names a typed step's tool)
     else:
         out["tools"] = step["tools"]
     if step["subagent"]:

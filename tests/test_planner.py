@@ -52,7 +52,7 @@ async def test_a_fresh_goal_with_no_plan_is_not_assessed_while_the_guard_is_on()
     result = await p.plan(GOAL, state(0), CTX, plan_manager=manager())
     assert result.status == "continue" and result.plan_action == "new"
     assert [c.schema_name for c in model.calls] == ["GeneratePlan"] and result.llm_calls == 1
-    assert p.stats["guard_overrides"] == 0
+    assert p.stats.guard_overrides == 0
 
 
 async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue_then_generates() -> None:
@@ -61,7 +61,7 @@ async def test_done_at_iteration_zero_without_evidence_is_overridden_to_continue
     result = await p.plan(GOAL, state(0), CTX, plan_manager=pm)
     assert result.status == "continue" and result.plan_action == "new"
     assert [c.schema_name for c in model.calls] == ["AssessStatus", "GeneratePlan"] and result.llm_calls == 2
-    assert p.stats["guard_overrides"] == 1
+    assert p.stats.guard_overrides == 1
     assert "guard" in result.evidence_summary
 
 
@@ -138,7 +138,7 @@ async def test_continue_with_a_new_decision_is_validated_against_the_manager() -
     assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1", "s2"]
     assert result.llm_calls == 2 and result.goal_progress == 0.2
     assert model.calls[1].metadata["soothe_phase"] == "plan-generate"
-    assert p.stats["structured_ok"] == 2
+    assert p.stats.structured_ok == 2
 
 
 async def test_replan_new_decision_is_validated_as_a_replacement() -> None:
@@ -182,7 +182,7 @@ async def test_keep_with_nothing_in_flight_makes_the_planner_generate() -> None:
     assert result.plan_action == "new" and result.decision is not None
     assert len(model.calls) == 3 and result.llm_calls == 3
     assert "no plan in flight" in model.calls[2].last_text
-    assert p.stats["keep_without_plan"] == 1 and result.warnings
+    assert p.stats.keep_without_plan == 1 and result.warnings
 
 
 async def test_simple_intake_at_iteration_zero_skips_the_assessment_call() -> None:
@@ -213,7 +213,7 @@ async def test_continuation_bootstrap_without_reasoning_is_overridden() -> None:
     p, _ = planner({"action": "bootstrap", "reasoning": ""})
     ca = await p.assess_continuation("and in French?", ["translate the intro"], CTX)
     assert ca.action == "plan_generate" and "reasoning" in ca.reasoning
-    assert p.stats["guard_overrides"] == 1
+    assert p.stats.guard_overrides == 1
 
 
 async def test_continuation_bootstrap_for_simple_intake_is_overridden() -> None:
@@ -363,7 +363,7 @@ async def test_a_small_prompt_budget_trims_state_and_is_counted() -> None:
     results = [StepResult(step_id=f"e{i}", success=True, output="long output " * 40) for i in range(20)]
     p, model = planner(assess("continue"), plan(step("s1")), settings=settings)
     await p.plan(GOAL, state(1, step_results=results), CTX)
-    assert p.stats["budget_trims"] + p.stats["budget_overflow"] == 2
+    assert p.stats.budget_trims + p.stats.budget_overflow == 2
     assert "trimmed to fit the prompt budget" in model.calls[1].last_text
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from typing import Any
 
 import httpx
@@ -20,7 +19,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner import LLMPlanner, PlannerStats
 from soothe_planner.planner.calls import is_transport_error, resolve_method
 from soothe_planner.testing import ScriptedCall, ScriptedChatModel
 
@@ -90,7 +89,7 @@ async def test_garbage_then_recovery_by_re_ask() -> None:
     assert model.calls[2].method is None  # the raw fallback is an unstructured call
     assert garbage in model.calls[3].last_text
     assert "error" in model.calls[3].last_text.lower()
-    assert p.stats["raw_fallback"] == 1 and p.stats["reask"] == 1 and p.stats["reask_ok"] == 1
+    assert p.stats.raw_fallback == 1 and p.stats.reask == 1 and p.stats.reask_ok == 1
 
 
 async def test_salvage_reads_broken_structured_output_without_an_extra_call() -> None:
@@ -100,7 +99,7 @@ async def test_salvage_reads_broken_structured_output_without_an_extra_call() ->
     p, model = planner(assess("continue"), text)
     result = await p.plan(GOAL, state(1), CTX, plan_manager=manager())
     assert result.decision is not None and len(model.calls) == 2
-    assert p.stats["salvaged"] == 1
+    assert p.stats.salvaged == 1
 
 
 async def test_garbage_all_the_way_raises_with_every_attempt() -> None:
@@ -123,7 +122,7 @@ async def test_garbage_all_the_way_in_degraded_mode_is_degraded_never_progress_n
     result = await p.plan(GOAL, state(2, previous_assessment=previous), CTX, plan_manager=manager())
     assert result.degraded and result.status != "done"
     assert result.goal_progress <= 0.3
-    assert p.stats["degraded"] == 1 and result.warnings
+    assert p.stats.degraded == 1 and result.warnings
 
 
 async def test_degraded_assessment_is_continue_with_the_previous_progress() -> None:
@@ -138,7 +137,7 @@ async def test_transport_error_is_retried_then_succeeds() -> None:
     p, model = planner(httpx.ConnectError("connection refused"), assess("done", 1.0))
     result = await p.plan(GOAL, state(1), CTX)
     assert result.status == "done"
-    assert p.stats["transport_retry"] == 1 and len(model.calls) == 2 and result.llm_calls == 2
+    assert p.stats.transport_retry == 1 and len(model.calls) == 2 and result.llm_calls == 2
 
 
 async def test_timeout_is_a_transport_error_retried_on_its_own_budget() -> None:
@@ -149,7 +148,7 @@ async def test_timeout_is_a_transport_error_retried_on_its_own_budget() -> None:
     settings = PlannerSettings(call_timeout_s=0.5, transport_retries=1, transport_backoff_s=0)
     p, _model = planner(slow, assess("done", 1.0), settings=settings)
     result = await p.plan(GOAL, state(1), CTX)
-    assert result.status == "done" and p.stats["transport_retry"] == 1
+    assert result.status == "done" and p.stats.transport_retry == 1
 
 
 async def test_transport_failure_after_retries_fails_at_once_with_the_attempt() -> None:
@@ -240,7 +239,7 @@ async def test_a_model_without_structured_output_is_planned_through_raw_calls() 
     result = await p.plan(GOAL, state(1), CTX)
     assert result.decision is not None and result.llm_calls == 3
     # assess: structured unavailable -> raw; generate: raw garbage -> re-ask in raw mode
-    assert p.stats["raw_fallback"] == 2 and p.stats["reask_ok"] == 1
+    assert p.stats.raw_fallback == 2 and p.stats.reask_ok == 1
 
 
 async def test_the_structured_output_binding_is_built_once_per_schema(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -281,10 +280,75 @@ def test_the_bound_tracing_schema_is_converted_once_and_unchanged(method: str) -
     from soothe_planner.wire import generation_model
 
     schema = generation_model(8)
-    caller = Caller(FAST, ConcurrencyController(ConcurrencyPolicy()), Counter())
+    caller = Caller(FAST, ConcurrencyController(ConcurrencyPolicy()), PlannerStats())
     runnable = caller.bound(ScriptedChatModel(responses=[]), schema, method)  # type: ignore[arg-type]
     fmt = runnable.first.steps__["raw"].kwargs["ls_structured_output_format"]  # type: ignore[attr-defined]
     # what LangChain attaches to traces on each call is what it derived from the class itself
     assert fmt["schema"] == convert_to_json_schema(schema)
     assert convert_to_json_schema(fmt["schema"]) == convert_to_json_schema(schema)
     assert fmt["kwargs"]["method"] == method
+
+
+async def test_a_transport_retry_gives_its_llm_slot_back_while_it_waits() -> None:
+    # one slot, two planners: A's first request fails and A backs off; B must get the slot during
+    # A's wait, not after it (a retry that slept on its slot would leave the whole run waiting)
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    order: list[str] = []
+
+    def answer(name: str, reply: Any) -> Any:
+        def reply_fn(call: ScriptedCall) -> Any:
+            order.append(name)
+            if isinstance(reply, BaseException):
+                raise reply
+            return reply
+
+        return reply_fn
+
+    settings = PlannerSettings(transport_retries=1, transport_backoff_s=0.2)
+    a = LLMPlanner(ScriptedChatModel([answer("A", httpx.ConnectError("refused")), answer("A", assess("done", 1.0))]),
+                   controller=controller, settings=settings)
+    b = LLMPlanner(ScriptedChatModel([answer("B", assess("done", 1.0))]), controller=controller, settings=settings)
+    results = await asyncio.gather(a.plan(GOAL, state(1), CTX), b.plan(GOAL, state(1), CTX))
+    assert order == ["A", "B", "A"]
+    assert results[0].status == results[1].status == "done" and a.stats.transport_retry == 1
+    assert controller.peak_llm_calls == 1 and controller.total_llm_calls == 3
+    assert controller.in_flight_llm_calls == 0
+
+
+def test_transport_waits_back_off_exponentially_with_jitter() -> None:
+    from tenacity import RetryCallState
+
+    from soothe_planner.planner.transport import transport_retrying
+
+    retrying = transport_retrying(3, 0.5)
+
+    def wait(attempt: int) -> float:
+        state = RetryCallState(retrying, fn=None, args=(), kwargs={})
+        state.attempt_number = attempt
+        return float(retrying.wait(state))
+
+    for attempt, base in ((1, 0.5), (2, 1.0), (3, 2.0)):
+        waits = [wait(attempt) for _ in range(20)]
+        assert all(base <= w <= base + 0.5 for w in waits)
+        assert len(set(waits)) > 1  # jittered: planners that failed together do not return together
+    retrying = transport_retrying(3, 0.0)
+    assert wait(1) == wait(3) == 0.0  # no backoff configured: no waiting at all
+
+
+def test_the_retried_errors_are_one_tuple_and_never_include_bugs() -> None:
+    import openai
+
+    from soothe_planner.planner import TRANSPORT_ERRORS
+
+    assert {TimeoutError, ConnectionError, httpx.TransportError, openai.RateLimitError} <= set(TRANSPORT_ERRORS)
+    assert not any(issubclass(kind, ValueError | TypeError | KeyError) for kind in TRANSPORT_ERRORS)
+
+
+def test_stats_are_named_counters_and_the_old_item_access_is_deprecated() -> None:
+    stats = PlannerStats()
+    stats.reask += 2
+    assert stats.as_dict()["reask"] == 2 and set(stats.as_dict()) >= {"structured_ok", "transport_retry", "degraded"}
+    with pytest.warns(DeprecationWarning, match=r"stats\.reask"):
+        assert stats["reask"] == 2
+    with pytest.raises(KeyError, match=r"no planner counter named 'reasks'.*reask_ok"):
+        stats["reasks"]

@@ -123,7 +123,7 @@ async def test_continue_then_new_plan_through_each_method(method: str) -> None:
     assert [s.id for s in result.decision.steps] == ["s1", "s2"]
     assert result.decision.steps[1].depends_on == ["s1"]
     assert_method(fake.requests[1], method, "GeneratePlan")
-    assert p.stats["structured_ok"] == 2
+    assert p.stats.structured_ok == 2
     pm.ingest(result.decision, 1)
     assert [s.id for s in pm.ready_steps()] == ["s1"]
 
@@ -165,7 +165,7 @@ async def test_server_error_is_retried_as_transport() -> None:
     p, fake = openai_planner([500, ASSESS_DONE], "json_schema")
     evidence = [StepResult(step_id="s1", success=True, output="x")]
     result = await p.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
-    assert result.status == "done" and p.stats["transport_retry"] == 1 and len(fake.requests) == 2
+    assert result.status == "done" and p.stats.transport_retry == 1 and len(fake.requests) == 2
 
 
 async def test_a_rejected_response_format_falls_back_to_a_raw_call() -> None:
@@ -173,7 +173,7 @@ async def test_a_rejected_response_format_falls_back_to_a_raw_call() -> None:
     p, fake = openai_planner([400, json.dumps(ASSESS_DONE)], "json_schema")
     evidence = [StepResult(step_id="s1", success=True, output="x")]
     result = await p.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
-    assert result.status == "done" and p.stats["raw_fallback"] == 1
+    assert result.status == "done" and p.stats.raw_fallback == 1
     assert "response_format" not in fake.requests[1]
 
 
@@ -183,3 +183,59 @@ async def test_persistent_garbage_through_openai_raises_with_attempts() -> None:
         await p.plan(GOAL, LoopState(goal=GOAL, iteration=1), CTX)
     assert len(info.value.attempts) >= 4
 
+
+
+# -- how many HTTP requests one call may cost against a dead endpoint ------------------------------
+
+
+def _count_requests_to_a_failing_endpoint(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ChatOpenAI built from now on talks to a handler that answers HTTP 500 and counts."""
+    import langchain_openai.chat_models.base as openai_base
+
+    seen: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        return httpx.Response(500, json={"error": {"message": "upstream down", "type": "server_error"}})
+
+    # the builders under test make their own clients; these are the hooks langchain-openai uses for it
+    monkeypatch.setattr(openai_base, "_get_default_async_httpx_client",
+                        lambda *a, **k: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    monkeypatch.setattr(openai_base, "_get_default_httpx_client",
+                        lambda *a, **k: httpx.Client(transport=httpx.MockTransport(handler)))
+    return seen
+
+
+@pytest.mark.parametrize("models", [
+    {"default": "openai:gpt-4o-mini"},
+    {"default": "qwen", "base_url": "http://127.0.0.1:9/v1"},
+], ids=["provider", "base_url"])
+async def test_a_dead_endpoint_costs_one_request_per_transport_attempt(
+    monkeypatch: pytest.MonkeyPatch, models: dict[str, str]
+) -> None:
+    # the SDK's own retries (2 by default) would multiply ours: 3 x 3 = 9 requests for one call
+    from soothe_planner.config import config_from_dict, resolve_planner
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    seen = _count_requests_to_a_failing_endpoint(monkeypatch)
+    config = config_from_dict({"models": models, "planner": {"transport_retries": 2, "transport_backoff_s": 0}})
+    planner = resolve_planner(config)
+    evidence = [StepResult(step_id="s1", success=True, output="x")]
+    with pytest.raises(PlanGenerationError) as info:
+        await planner.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
+    assert len(seen) == 3 == 1 + config.planner.transport_retries
+    assert [a.error_type for a in info.value.attempts] == ["transport"]
+    assert planner.stats.transport_retry == 2
+
+
+async def test_the_embedded_model_client_leaves_retrying_to_the_planner(monkeypatch: pytest.MonkeyPatch) -> None:
+    from soothe_planner.local import local_chat_model
+
+    seen = _count_requests_to_a_failing_endpoint(monkeypatch)
+    model = local_chat_model(base_url="http://127.0.0.1:9")  # an address given: no server is started
+    assert model.max_retries == 0
+    planner = LLMPlanner(model, settings=PlannerSettings(transport_retries=2, transport_backoff_s=0))
+    evidence = [StepResult(step_id="s1", success=True, output="x")]
+    with pytest.raises(PlanGenerationError):
+        await planner.plan(GOAL, LoopState(goal=GOAL, iteration=1, step_results=evidence), CTX)
+    assert len(seen) == 3

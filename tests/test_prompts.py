@@ -156,7 +156,7 @@ def test_phase_two_context_travels_in_the_human_turn_after_a_static_system_turn(
     human = str(messages[1].content)
     for expected in ("write the report", "Iteration 4 of at most 10", "s6 [failed]", "s7 [pending]", "<- s6",
                      "tool exploded", "halfway", "iteration 2: continue", "please write the report",
-                     "- search, tool (read-only): web search", "at most 5 steps"):
+                     "- search(...) [read-only]: web search", "at most 5 steps"):
         assert expected in human, expected
 
 
@@ -193,7 +193,7 @@ def test_budget_trims_the_largest_state_section_first_and_keeps_instructions_who
     assert set(prompt.trimmed) == {"evidence"}  # the largest section absorbed the whole overflow
     assert prompt.system == template("generate_system").template  # instructions untouched
     assert "Write at most 8 steps." in prompt.human
-    assert "Capabilities you may use" in prompt.human
+    assert "- search(...) [read-only]: web search" in prompt.human
     body = prompt.human.split("<evidence>", 1)[1].split("</evidence>", 1)[0]
     assert len(body.strip()) >= TRIM_FLOOR and "evidence evidence" in body  # trimmed, not dropped
 
@@ -270,3 +270,36 @@ def test_without_a_manager_every_latest_result_is_evidence() -> None:
     prompt = phases.generate_prompt("write the report", state, PlanContext(), None, None, PlannerSettings(), max_steps=4)
     evidence = _section(prompt.human, "evidence")
     assert "NEW-RESULT" in evidence and "OLD-RESULT" in evidence
+
+
+# --------------------------------------------------------------------------- one rendering of a plan
+
+
+def test_a_plan_reads_the_same_whether_a_manager_a_decision_or_a_plan_holds_it() -> None:
+    actions = [
+        StepAction(id="s1", description="read the config", tools=["search"]),
+        StepAction(id="s2", description="count the </plan> keys", depends_on=["s1"], tools=["search"]),
+        StepAction(id="s3", description="look the keys up", depends_on=["s2"], tool="search",
+                   args={"query": "{{s2.output}}"}),
+    ]
+    results = [StepResult(step_id="s1", success=True, output="a: 1\nb: 2")]
+    pm = PlanManager("g", allowed_capabilities=["search"])
+    pm.ingest(AgentDecision(steps=actions), 0)
+    pm.mark_started("s1")
+    pm.record_step_outcomes(results)
+    holders = {
+        "manager": (LoopState(goal="g", iteration=1), pm),
+        "decision": (LoopState(goal="g", iteration=1, current_decision=AgentDecision(steps=actions),
+                               step_results=results), None),
+        "plan": (LoopState(goal="g", iteration=1, previous_plan=pm.to_plan()), None),
+    }
+    for compact in (True, False):
+        texts = {name: phases._plan_text(state, manager, compact=compact) for name, (state, manager) in holders.items()}
+        assert len(set(texts.values())) == 1, texts
+    full = phases._plan_text(*holders["decision"], compact=False)
+    assert full.splitlines() == ["s1 [completed] read the config", "    result: a: 1 b: 2",
+                                 "s2 [pending] count the &lt;/plan> keys <- s1",
+                                 's3 [pending] look the keys up via search {"query": "{{s2.output}}"} <- s2']
+    assert phases._plan_text(*holders["decision"], compact=True) == "s1 [completed]\ns2 [pending]\ns3 [pending]"
+    # a result the prompt carries in full elsewhere is not repeated under its step
+    assert "result:" not in phases._plan_text(*holders["plan"], compact=False, shown_elsewhere={"s1"})

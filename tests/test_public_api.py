@@ -12,6 +12,7 @@ EXPECTED = {
     # errors
     "PlannerError",
     "ConfigError",
+    "CheckpointDamagedError",
     "ModelIntegrityError",
     "PlanValidationError",
     "PlanParseError",

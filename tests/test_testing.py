@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field, ValidationError
 from typing_extensions import TypedDict
 
 from soothe_planner.errors import ScriptExhaustedError
-from soothe_planner.testing import FunctionChatModel, ScriptedCall, ScriptedChatModel
+from soothe_planner.testing import FunctionChatModel, RecordingChatModel, ScriptedCall, ScriptedChatModel
 
 METHODS = ["function_calling", "json_schema", "json_mode"]
 
@@ -319,6 +319,20 @@ async def test_function_model_answers_every_call_and_never_runs_out() -> None:
 
     assert replies == ["#0", "#1", "#2", "#3", "#4"]
     assert len(model.calls) == 5
+
+
+def test_a_function_model_does_not_take_on_the_script_contract() -> None:
+    # whatever holds a ScriptedChatModel may ask how many replies remain and reset the script; a
+    # function model has no script, so it is not one (it used to be, with a `remaining` that raised)
+    model = FunctionChatModel(lambda call: "ok")
+    assert not isinstance(model, ScriptedChatModel)
+    assert not hasattr(model, "remaining") and not hasattr(model, "reset")
+    scripted = ScriptedChatModel(["a", "b"])
+    for double in (model, scripted):
+        assert isinstance(double, RecordingChatModel)
+        double.invoke("q")
+        assert len(double.calls) == 1 and double.calls[0].last_text == "q"
+    assert scripted.remaining == 1
 
 
 def test_unsupported_reply_type_is_a_clear_error() -> None:

@@ -10,8 +10,8 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, ToolException
 
-from soothe_planner import tools as tools_mod
 from soothe_planner.tools import BUILTIN_TOOL_NAMES, make_builtin_tools, resolve_in_workspace
+from soothe_planner.tools import builtins as tools_mod
 
 
 def _refused(tool: BaseTool, args: dict[str, Any], pattern: str) -> None:

@@ -135,3 +135,43 @@ def test_continuation_and_intake_shapes() -> None:
     )
     assert cont.action == "bootstrap"
     assert RouteIntake.model_validate({"route": "trivial", "answer": "  4 "}).answer == "4"
+
+
+def _step_schema(model: type) -> dict:
+    schema = model.model_json_schema()  # type: ignore[attr-defined]
+    return next(iter(schema["$defs"].values()))
+
+
+def test_a_plan_schema_for_offered_tools_names_them_and_makes_every_step_decide_tool_args_and_deps() -> None:
+    model = generation_model(4, tools=("read_file", "write_file"))
+    step = _step_schema(model)
+    assert list(step["properties"]) == ["id", "description", "tool", "args", "depends_on"]  # no subagent offered
+    assert step["properties"]["tool"]["anyOf"] == [{"enum": ["read_file", "write_file"], "type": "string"},
+                                                   {"type": "null"}]
+    args = {k: v for k, v in step["properties"]["args"].items() if k != "title"}  # titles are not sent
+    assert args == {"type": "object"}  # no nested schema a model could copy into its args
+    assert step["required"] == ["id", "description", "tool", "args", "depends_on"]
+    with pytest.raises(ValidationError):
+        model.model_validate({"plan_action": "new", "steps": [{"id": "s1", "description": "d", "tool": "rm"}]})
+    with_sub = _step_schema(generation_model(4, tools=("read_file",), subagents=("researcher",)))
+    assert with_sub["properties"]["subagent"]["anyOf"][0]["const"] == "researcher"  # one name: a const
+    assert generation_model(4, tools=("read_file", "write_file")) is model  # built once
+
+
+def test_fields_not_advertised_are_still_accepted_and_a_step_may_leave_out_what_is_advertised_required() -> None:
+    model = generation_model(4, tools=("read_file",))
+    wire = model.model_validate({"plan_action": "new", "steps": [
+        {"id": "s1", "description": "d", "tools": ["read_file"], "expected_output": "text", "subagent": None}]})
+    assert wire.steps[0].tools == ["read_file"] and wire.steps[0].tool is None and wire.steps[0].args == {}
+    names = _all_property_names(model.model_json_schema())
+    assert not names & {"tools", "expected_output", "subagent"}
+
+
+def test_conversion_carries_a_typed_steps_tool_and_args_and_a_model_step_has_neither() -> None:
+    gen = GeneratePlan.model_validate({"plan_action": "new", "steps": [
+        {"id": "s1", "description": "find", "tool": "search_text", "args": {"pattern": "TODO"}},
+        {"id": "s2", "description": "count them", "tool": None, "args": {}, "depends_on": ["s1"]},
+    ]})
+    s1, s2 = to_decision(gen).steps
+    assert (s1.tool, s1.args, s1.execution_hint) == ("search_text", {"pattern": "TODO"}, "tool")
+    assert (s2.tool, s2.args, s2.execution_hint) == (None, {}, "auto")

@@ -1,9 +1,13 @@
 """How does a run look on a terminal: the live step table, the final report, a plan in three formats?
 
-Kept out of ``cli.py`` so the CLI stays argument parsing and one error boundary. Everything here
+Kept out of ``app.py`` so the CLI stays argument parsing and one error boundary. Everything here
 reads plain data — the graph's stream events and its state values (which are JSON-mode dumps by
 design) — and never calls the library's planner or executor. Rendering uses ``rich``; on a
 terminal the step table is redrawn live, elsewhere (a pipe, a CI log) each event becomes one line.
+
+Only terminal renderings live here. A plan's prompt text and its Mermaid diagram are the DAG's
+(``dag/render.py``); ``plan_mermaid`` hands the plan's steps to that one diagram rather than
+drawing its own.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from soothe_planner.dag import PlanManager
-from soothe_planner.models import AgentDecision, Plan, PlanStep
+from soothe_planner.dag import PlanManager, mermaid
+from soothe_planner.models import Plan
 
 __all__ = ["RunView", "plan_json", "plan_mermaid", "plan_table", "render_report", "report_dict", "steps_table"]
 
@@ -204,10 +208,14 @@ def render_report(console: Console, values: dict[str, Any], *, thread_id: str, l
 
 def plan_table(plan: Plan) -> Table:
     table = Table(title=f"plan for: {_excerpt(plan.goal, 100)}", title_justify="left")
-    for name in ("step", "depends on", "tools / subagent", "description"):
+    for name in ("step", "depends on", "tool / subagent", "description"):
         table.add_column(name, overflow="fold")
     for s in plan.steps:
-        table.add_row(s.id, ", ".join(s.depends_on), ", ".join(s.tools) or (s.subagent or ""), s.description)
+        # a typed tool step shows its call; a step with neither tool nor subagent is a model step
+        uses = (f"{s.tool} {json.dumps(s.args, ensure_ascii=False)}" if s.tool else ", ".join(s.tools)) or (
+            s.subagent or "(model)"
+        )
+        table.add_row(s.id, ", ".join(s.depends_on), uses, s.description)
     return table
 
 
@@ -216,8 +224,5 @@ def plan_json(plan: Plan) -> str:
 
 
 def plan_mermaid(plan: Plan) -> str:
-    manager = PlanManager(plan.goal, max_plan_steps=max(1, len(plan.steps)))
-    if plan.steps:
-        steps: list[PlanStep] = plan.steps
-        manager.ingest(AgentDecision(steps=[s.to_action() for s in steps]))
-    return manager.to_mermaid()
+    """The plan as a diagram: the DAG's own Mermaid rendering, with the steps' statuses."""
+    return mermaid(plan.steps)

@@ -25,6 +25,12 @@ What was weighed:
   one in a worker thread (LangChain copies the context there) all count once. The price: a task
   spawned *inside* an ``llm_call()`` block shares the caller's slot, so keep those blocks around
   one model call.
+- A held slot is a ``SlotLease`` that the worker thread of a sync provider call joins (see
+  ``slots.py``): a cancelled ``llm_call()`` — a caller's timeout, a step timeout — lets go of its
+  hold, but the slot comes back only when the thread's call returns. The limit counts provider
+  calls actually running; a retry after a timeout waits for the abandoned call (for as long as
+  the provider's own client lets it run) instead of running beside it. A thread that starts after
+  its caller already let go takes a slot of its own (not counted again in the budget).
 - A freed LLM slot goes to the next waiter at once when both are on the same event loop (no
   extra loop round). A flood of ``ainvoke`` calls is paced by an admission queue of twice the LLM
   limit: without it every call runs LangChain's preparation (callbacks, config, messages) before
@@ -46,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from soothe_planner.concurrency.limited_model import limit_model
-from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, Slots, reset_held
+from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, Slots, reset_held
 from soothe_planner.errors import LLMBudgetExceeded
 
 if TYPE_CHECKING:
@@ -213,6 +219,41 @@ class ConcurrencyController:
         """Give back a slot taken by :meth:`acquire_llm_slot` or :meth:`acquire_llm_slot_sync`."""
         self._llm.release()
 
+    async def lease_llm_slot(self, phase: str | None = None, *, counted: bool = False) -> SlotLease:
+        """Take a new LLM slot as a lease (whatever the context holds); the caller leaves it once.
+
+        A worker thread running the provider call under it joins and leaves too, so the slot
+        returns when the last of them is done. ``counted=True`` takes the slot without charging
+        the budget: the call was counted by whoever took the lease it found already given back.
+        """
+        if counted:
+            await self._llm.acquire()
+        else:
+            self._reserve(phase)
+            try:
+                await self._llm.acquire()
+            except BaseException:
+                self._refund(phase)
+                raise
+        return SlotLease(self._llm)
+
+    def lease_llm_slot_sync(self, phase: str | None = None, *, counted: bool = False) -> SlotLease:
+        """The thread form of :meth:`lease_llm_slot`."""
+        if counted:
+            self._llm.acquire_sync()
+        else:
+            self._reserve(phase)
+            try:
+                self._llm.acquire_sync()
+            except BaseException:
+                self._refund(phase)
+                raise
+        return SlotLease(self._llm)
+
+    def held_lease(self) -> SlotLease | None:
+        """The lease on this controller's LLM slot that the current context holds, if any."""
+        return HELD_LLM_SLOTS.get().get(self.serial)
+
     async def admit_llm_call(self) -> bool:
         """Wait for a place among the calls being prepared for an LLM slot; ``True`` if one was taken.
 
@@ -239,28 +280,28 @@ class ConcurrencyController:
         Raises ``LLMBudgetExceeded`` before waiting (so before the call) when the run's budget is
         spent.
         """
-        if not await self.acquire_llm_slot(phase):
-            yield
-            return
-        token = HELD_LLM_SLOTS.set(HELD_LLM_SLOTS.get() | {self.serial})
+        lease = self.held_lease()
+        if lease is None or not lease.join():  # re-entrant: a live hold is shared, not counted again
+            lease = await self.lease_llm_slot(phase)
+        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
         try:
             yield
         finally:
             reset_held(token)
-            self._llm.release()
+            lease.leave()
 
     @contextmanager
     def llm_call_sync(self, phase: str | None = None) -> Iterator[None]:
         """The same limiter as :meth:`llm_call`, for code running in a thread."""
-        if not self.acquire_llm_slot_sync(phase):
-            yield
-            return
-        token = HELD_LLM_SLOTS.set(HELD_LLM_SLOTS.get() | {self.serial})
+        lease = self.held_lease()
+        if lease is None or not lease.join():
+            lease = self.lease_llm_slot_sync(phase)
+        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
         try:
             yield
         finally:
             reset_held(token)
-            self._llm.release()
+            lease.leave()
 
     def wrap_model(self, model: BaseChatModel) -> BaseChatModel:
         """Return a copy of ``model`` whose every call takes one of this controller's LLM slots.

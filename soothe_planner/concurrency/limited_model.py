@@ -22,7 +22,10 @@ What was weighed:
   run-wide one and a planner's own) takes one slot of each, always in the same order, so two
   limiters cannot deadlock each other. Nested paths (an ``_agenerate`` that runs ``_generate`` in a
   worker thread, a stream bridged to a thread) see the held slot through a ``ContextVar`` and take
-  no second one.
+  no second one: they *join* its lease (``slots.SlotLease``) for as long as they run. So when the
+  task that took the slot is cancelled while the provider call goes on in its thread, the slot
+  stays taken until that call returns; a thread that starts only after its caller let go takes a
+  slot of its own, charged nothing more against the budget.
 - ``ainvoke`` first waits for an admission place (see ``ConcurrencyController.admit_llm_call``)
   and gives it back as soon as the provider call holds its LLM slots: LangChain's preparation of
   a call then overlaps other calls' model latency instead of running for the whole flood before
@@ -36,7 +39,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from contextlib import ExitStack
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +49,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from pydantic import PrivateAttr
 
-from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, reset_held
+from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, reset_held
 from soothe_planner.errors import ConfigError
 
 if TYPE_CHECKING:  # the controller imports this module to wrap models; the type is all this needs
@@ -310,6 +312,30 @@ async def _scoped_aiter(
 # -- the provider calls: hold the slots ---------------------------------------------------------
 
 
+def _join_or_take_sync(controller: ConcurrencyController, phase: str | None) -> SlotLease:
+    held = controller.held_lease()
+    if held is not None and held.join():
+        return held
+    # no slot here, or the caller let go before this thread started: the call was counted already
+    return controller.lease_llm_slot_sync(phase, counted=held is not None)
+
+
+async def _join_or_take(controller: ConcurrencyController, phase: str | None) -> SlotLease:
+    held = controller.held_lease()
+    if held is not None and held.join():
+        return held
+    return await controller.lease_llm_slot(phase, counted=held is not None)
+
+
+def _leave_all(leases: list[SlotLease]) -> None:
+    for lease in reversed(leases):
+        lease.leave()
+
+
+def _marked(controllers: tuple[ConcurrencyController, ...], leases: list[SlotLease]) -> dict[int, SlotLease]:
+    return {**HELD_LLM_SLOTS.get(), **{c.serial: lease for c, lease in zip(controllers, leases, strict=False)}}
+
+
 def _make_generate(base: type[BaseChatModel]) -> Callable[..., ChatResult]:
     def _generate(
         self: BaseChatModel,
@@ -319,10 +345,19 @@ def _make_generate(base: type[BaseChatModel]) -> Callable[..., ChatResult]:
         **kwargs: Any,
     ) -> ChatResult:
         phase = _phase(run_manager)
-        with ExitStack() as stack:
-            for controller in _controllers(self):
-                stack.enter_context(controller.llm_call_sync(phase))
-            return base._generate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+        controllers = _controllers(self)
+        leases: list[SlotLease] = []
+        try:
+            for controller in controllers:
+                leases.append(_join_or_take_sync(controller, phase))
+            token = HELD_LLM_SLOTS.set(_marked(controllers, leases)) if leases else None
+            try:
+                return base._generate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+            finally:
+                if token is not None:
+                    reset_held(token)
+        finally:
+            _leave_all(leases)
 
     return _generate
 
@@ -336,21 +371,20 @@ def _make_agenerate(base: type[BaseChatModel]) -> Callable[..., Any]:
         **kwargs: Any,
     ) -> ChatResult:
         phase = _phase(run_manager)
-        taken: list[ConcurrencyController] = []
+        controllers = _controllers(self)
+        leases: list[SlotLease] = []
         try:
-            for controller in _controllers(self):
-                if await controller.acquire_llm_slot(phase):
-                    taken.append(controller)
+            for controller in controllers:
+                leases.append(await _join_or_take(controller, phase))
             _end_admission()
-            token = HELD_LLM_SLOTS.set(HELD_LLM_SLOTS.get() | {c.serial for c in taken}) if taken else None
+            token = HELD_LLM_SLOTS.set(_marked(controllers, leases)) if leases else None
             try:
                 return await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
             finally:
                 if token is not None:
                     reset_held(token)
         finally:
-            for controller in reversed(taken):
-                controller.release_llm_slot()
+            _leave_all(leases)
 
     return _agenerate
 
@@ -364,19 +398,17 @@ def _make_private_stream(base: type[BaseChatModel]) -> Callable[..., Iterator[Ch
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
         phase = _phase(run_manager)
-        taken: list[ConcurrencyController] = []
+        controllers = _controllers(self)
+        leases: list[SlotLease] = []
         try:
-            for controller in _controllers(self):
-                if controller.acquire_llm_slot_sync(phase):
-                    taken.append(controller)
+            for controller in controllers:
+                leases.append(_join_or_take_sync(controller, phase))
             inner = base._stream(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-            held = HELD_LLM_SLOTS.get() | {c.serial for c in taken}
             # Mark the slots as held only while the provider's generator runs: between chunks the
             # consumer's own calls must take their own slots.
-            yield from _scoped_iter(inner, HELD_LLM_SLOTS, held)
+            yield from _scoped_iter(inner, HELD_LLM_SLOTS, _marked(controllers, leases))
         finally:
-            for controller in reversed(taken):
-                controller.release_llm_slot()
+            _leave_all(leases)
 
     return _stream
 
@@ -390,15 +422,14 @@ def _make_private_astream(base: type[BaseChatModel]) -> Callable[..., AsyncItera
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         phase = _phase(run_manager)
-        taken: list[ConcurrencyController] = []
+        controllers = _controllers(self)
+        leases: list[SlotLease] = []
         try:
-            for controller in _controllers(self):
-                if await controller.acquire_llm_slot(phase):
-                    taken.append(controller)
+            for controller in controllers:
+                leases.append(await _join_or_take(controller, phase))
             _end_admission()
             inner = base._astream(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-            held = HELD_LLM_SLOTS.get() | {c.serial for c in taken}
-            scoped = _scoped_aiter(inner, HELD_LLM_SLOTS, held)
+            scoped = _scoped_aiter(inner, HELD_LLM_SLOTS, _marked(controllers, leases))
             try:
                 async for chunk in scoped:
                     yield chunk
@@ -407,7 +438,6 @@ def _make_private_astream(base: type[BaseChatModel]) -> Callable[..., AsyncItera
                 # stream now rather than whenever the event loop finalises it.
                 await scoped.aclose()
         finally:
-            for controller in reversed(taken):
-                controller.release_llm_slot()
+            _leave_all(leases)
 
     return _astream

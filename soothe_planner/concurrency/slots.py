@@ -7,6 +7,13 @@ handed straight to the oldest waiter, so the limit is fully used and nobody star
 controller (``controller.py``) builds its tree from these; the limited model
 (``limited_model.py``) marks the slots it holds in ``HELD_LLM_SLOTS``. Both import this module and
 neither imports the other's internals.
+
+A held LLM slot is a ``SlotLease``: the slot goes back when the *last* of its holders lets go. The
+context that took it is one holder; a provider call running under it in a worker thread (an
+``ainvoke`` of a sync-only model, which LangChain runs through ``run_in_executor`` with the
+context copied) joins as another. Cancelling the task ends the first hold, not the thread, so
+the slot stays taken until the thread's call really returns; the limit then counts provider
+calls that are running, not tasks that are waiting for them.
 """
 
 from __future__ import annotations
@@ -14,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any
 
-__all__ = ["HELD_LLM_SLOTS", "Slots", "reset_held"]
+__all__ = ["HELD_LLM_SLOTS", "SlotLease", "Slots", "reset_held"]
 
 
 class _Waiter:
@@ -152,8 +160,40 @@ class Slots:
             self.release()
 
 
-# The controllers (by serial number) whose LLM slot the current context already holds.
-HELD_LLM_SLOTS: ContextVar[frozenset[int]] = ContextVar("soothe_held_llm_slots", default=frozenset())
+class SlotLease:
+    """One slot taken from ``Slots``, shared by its holders and given back when the last one leaves."""
+
+    __slots__ = ("_holders", "_lock", "_slots")
+
+    def __init__(self, slots: Slots) -> None:
+        self._slots = slots
+        self._lock = threading.Lock()
+        self._holders = 1
+
+    def join(self) -> bool:
+        """Hold the slot too; ``False`` if it was already given back (the caller needs its own)."""
+        with self._lock:
+            if not self._holders:
+                return False
+            self._holders += 1
+            return True
+
+    def leave(self) -> None:
+        """Let go; the last holder to leave gives the slot back."""
+        with self._lock:
+            self._holders -= 1
+            last = not self._holders
+        if last:
+            self._slots.release()
+
+
+# The controllers (by serial number) whose LLM slot the current context already holds, with the
+# lease a worker thread joins to keep that slot for as long as its call runs.
+HELD_LLM_SLOTS: ContextVar[Mapping[int, SlotLease]] = ContextVar(
+    "soothe_held_llm_slots", default=MappingProxyType({})
+)
+
+
 def reset_held(token: Any) -> None:
     # Exited in another context than it was entered in (an async generator finalised by the
     # event loop): that context dies with it, nothing to restore.

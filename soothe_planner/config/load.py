@@ -5,6 +5,28 @@ people: the YAML loader (safe, duplicate keys refused), ``${VAR}`` interpolation
 translation of pydantic's errors into ``file: dotted.path = value: rule`` with a suggestion for a
 misspelt key. Values that came from the environment are never shown (they may be secrets), and
 neither is any value of a secret field.
+
+What was weighed:
+
+- **A config file is input, and may be hostile.** It is bounded before anything expensive runs:
+  at most ``MAX_CONFIG_BYTES`` read (never more, so a FIFO or ``/dev/zero`` cannot stall the
+  load), at most ``MAX_CONFIG_DEPTH`` levels of nesting (PyYAML composes recursively: thousands of
+  levels end in ``RecursionError``), and at most ``MAX_CONFIG_VALUES`` values *once every alias is
+  expanded*, counted on the composed node graph (each node once, memoised) before anything is
+  constructed: a few hundred bytes of nested aliases (the "billion laughs") stay a small graph
+  for PyYAML but would be copied out in full by ``${VAR}`` interpolation. An alias to a node that
+  contains it is refused too. Each bound is a ``ConfigError`` naming the bound.
+- **Merge keys** (``<<: *base``) are standard YAML and accepted: the mapping's own keys override
+  merged ones. Duplicates are looked for among a mapping's *own* keys only, so an override is not
+  mistaken for a duplicate while a key written twice still is.
+- **Interpolated values are never echoed.** ``interpolate`` records where a variable's value went
+  and the values themselves; an error at such a place shows ``(hidden)`` for the value, and the
+  values are scrubbed from every rule text (a validator that quotes its input would otherwise
+  leak a key pasted into a model string), and so is every word of six characters or more in them
+  (a message may quote part of a value: the module of a ``module:attr`` spec). The config keeps
+  both so ``validate`` prints ``SootheConfig.redacted_dump()`` and resolution errors are scrubbed
+  the same way. Values shorter than four characters are still hidden as inputs but not scrubbed
+  from prose (they would mangle it: a ``3`` is in many rules).
 """
 
 from __future__ import annotations
@@ -12,19 +34,33 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from soothe_planner.config.redaction import HIDDEN, scrub
 from soothe_planner.errors import ConfigError
 
 if TYPE_CHECKING:
     from soothe_planner.config.schema import SootheConfig
 
-__all__ = ["config_from_dict", "format_validation_error", "interpolate", "load_config", "parse_yaml"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_CONFIG_DEPTH",
+    "MAX_CONFIG_VALUES",
+    "config_from_dict",
+    "format_validation_error",
+    "interpolate",
+    "load_config",
+    "parse_yaml",
+]
+
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB: a config is a page of settings, and this reads in a few ms
+MAX_CONFIG_DEPTH = 64
+MAX_CONFIG_VALUES = 100_000  # keys and values, with every alias expanded
 
 Loc = tuple[str | int, ...]
 
@@ -38,14 +74,88 @@ _SECRET_WORDS = frozenset(
 # --------------------------------------------------------------------------- YAML
 
 
+class _BoundExceeded(yaml.YAMLError):
+    """A bound on the document was crossed; carries the place like PyYAML's own errors."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
 class _StrictSafeLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (YAML keeps the last)."""
+    """``yaml.SafeLoader`` with bounds on depth and expanded size, refusing a key given twice in one mapping."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_CONFIG_DEPTH:
+                raise _BoundExceeded(
+                    f"nested deeper than {MAX_CONFIG_DEPTH} levels (a config needs a handful)",
+                    self.peek_event().start_mark,
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a node graph whose tree, with aliases expanded, has more than ``MAX_CONFIG_VALUES`` nodes."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            visiting.discard(key)
+            size = 1 + sum(sizes[id(child)] for child in _children(node))
+            if size > MAX_CONFIG_VALUES:
+                raise _BoundExceeded(
+                    f"holds more than {MAX_CONFIG_VALUES} values once its aliases are expanded "
+                    "(aliases nested inside aliases multiply)",
+                    node.start_mark,
+                )
+            sizes[key] = size
+            continue
+        if key in sizes:
+            continue
+        visiting.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in visiting:
+                raise _BoundExceeded("an alias refers to a node that contains it", child.start_mark)
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
+    # Own keys only: a key that overrides one brought in by a merge key (<<) is not a duplicate.
     seen: set[Any] = set()
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:
+            continue
         key = loader.construct_object(key_node, deep=True)
         try:
             duplicate = key in seen
@@ -56,6 +166,7 @@ def _construct_mapping(loader: _StrictSafeLoader, node: yaml.MappingNode) -> dic
                 "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
             )
         seen.add(key)
+    loader.flatten_mapping(node)  # merged pairs first, own pairs after: the own ones win
     return loader.construct_mapping(node, deep=True)
 
 
@@ -64,13 +175,16 @@ _StrictSafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG
 
 def parse_yaml(text: str, source: str) -> Any:
     """The YAML document in ``text`` as plain data; a syntax error names the line and column."""
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: {len(text)} characters, over the {MAX_CONFIG_BYTES}-byte limit for a config")
     try:
         return yaml.load(text, Loader=_StrictSafeLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+        kind = "" if isinstance(exc, _BoundExceeded) else "invalid YAML: "
+        raise ConfigError(f"{where}: {kind}{problem}") from None
 
 
 # --------------------------------------------------------------------------- ${VAR} interpolation
@@ -84,13 +198,22 @@ def _dotted(loc: Loc) -> str:
 
 
 def interpolate(
-    data: Any, env: Mapping[str, str], source: str, loc: Loc = (), seen: set[Loc] | None = None
+    data: Any,
+    env: Mapping[str, str],
+    source: str,
+    loc: Loc = (),
+    seen: set[Loc] | None = None,
+    values: set[str] | None = None,
 ) -> Any:
-    """``data`` with ``${VAR}`` / ``${VAR:-default}`` expanded in string values; records where in ``seen``."""
+    """``data`` with ``${VAR}`` / ``${VAR:-default}`` expanded in string values.
+
+    Records where a variable's value went in ``seen``, and the values themselves in ``values``
+    (defaults written in the file are not recorded: they are no secret).
+    """
     if isinstance(data, dict):
-        return {k: interpolate(v, env, source, (*loc, k), seen) for k, v in data.items()}
+        return {k: interpolate(v, env, source, (*loc, k), seen, values) for k, v in data.items()}
     if isinstance(data, list):
-        return [interpolate(v, env, source, (*loc, i), seen) for i, v in enumerate(data)]
+        return [interpolate(v, env, source, (*loc, i), seen, values) for i, v in enumerate(data)]
     if not isinstance(data, str) or "${" not in data:
         return data
     if re.search(r"\$\{[^}]*$", data.replace("$${", "")):
@@ -109,6 +232,8 @@ def interpolate(
         if value:  # like the shell's ':-', an empty variable takes the default too
             if seen is not None:
                 seen.add(loc)
+            if values is not None:
+                values.add(value)
             return value
         if default is not None:
             return default
@@ -190,9 +315,13 @@ def _rule(message: str) -> str:
 
 
 def format_validation_error(
-    exc: ValidationError, source: str, root: type[BaseModel], from_env: set[Loc] | None = None
+    exc: ValidationError,
+    source: str,
+    root: type[BaseModel],
+    from_env: set[Loc] | None = None,
+    env_values: Iterable[str] = (),
 ) -> str:
-    """One line for every error in ``exc``: ``source: path = value: rule``, secrets hidden."""
+    """One line for every error in ``exc``: ``source: path = value: rule``, secrets and interpolated values hidden."""
     from_env = from_env or set()
     lines: list[str] = []
     # an unknown key is usually the cause of a "missing" one next to it: show it first
@@ -207,10 +336,10 @@ def format_validation_error(
             lines.append(f"{path}: required key is missing")
             continue
         hidden = _is_secret(root, loc) or any(loc[: len(e)] == e for e in from_env)
-        shown = "(hidden)" if hidden else _show(err.get("input"))
+        shown = HIDDEN if hidden else _show(err.get("input"))
         prefix = f"{path} = {shown}" if shown is not None else path
         lines.append(f"{prefix}: {_rule(err['msg'])}")
-    return f"{source}: " + "; ".join(lines)
+    return scrub(f"{source}: " + "; ".join(lines), env_values)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -234,12 +363,15 @@ def config_from_dict(
             f"({', '.join(SootheConfig.model_fields)}), got {type(data).__name__}"
         )
     from_env: set[Loc] = set()
-    expanded = interpolate(data, os.environ if env is None else env, source, (), from_env)
+    env_values: set[str] = set()
+    expanded = interpolate(data, os.environ if env is None else env, source, (), from_env, env_values)
     base = Path(base_dir).resolve() if base_dir is not None else Path.cwd()
     try:
         config = SootheConfig.model_validate(expanded, context={"base_dir": base})
     except ValidationError as exc:
-        raise ConfigError(format_validation_error(exc, source, SootheConfig, from_env)) from None
+        raise ConfigError(format_validation_error(exc, source, SootheConfig, from_env, env_values)) from None
+    config._from_env = frozenset(from_env)
+    config._env_values = frozenset(env_values)
     return config
 
 
@@ -251,12 +383,19 @@ def load_config(path: str | Path, *, env: Mapping[str, str] | None = None) -> So
         raise ConfigError(f"{source}: no such config file")
     if file.is_dir():
         raise ConfigError(f"{source}: is a folder, not a config file")
+    if not file.is_file():
+        raise ConfigError(f"{source}: is not a regular file (a pipe or a device cannot be a config file)")
     try:
-        text = file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"{source}: not UTF-8 text") from None
+        with file.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)  # never more: the path may be a FIFO or a device
     except OSError as exc:
         raise ConfigError(f"{source}: cannot be read: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{source}: over the {MAX_CONFIG_BYTES}-byte limit for a config file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text") from None
     config = config_from_dict(parse_yaml(text, source), base_dir=file.parent, source=source, env=env)
     config._source = source
     return config

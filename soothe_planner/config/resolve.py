@@ -18,18 +18,23 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 ``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
+
+The public functions scrub their ``ConfigError`` messages of every value that came from an
+environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
+not quote the key someone pasted into it.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
@@ -71,6 +76,25 @@ SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 
 
 # --------------------------------------------------------------------------- models
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _redacted(func: F) -> F:
+    """Re-raise ``func``'s ``ConfigError`` with the config's interpolated values hidden."""
+
+    @functools.wraps(func)
+    def wrapper(config: SootheConfig, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(config, *args, **kwargs)
+        except ConfigError as exc:
+            message = config.redact_text(str(exc))
+            if message == str(exc):
+                raise
+            raise ConfigError(message) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _max_tokens(config: SootheConfig) -> int:
@@ -201,6 +225,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
             temperature=temperature,
             max_tokens=max_tokens,
             extra_body={"max_tokens": max_tokens},
+            max_retries=0,  # the planner's transport policy retries; the SDK's 2 would multiply it
         )
     if kind not in PROVIDERS:
         return _init_chat_model(config, spec, max_tokens, temperature)
@@ -210,7 +235,11 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
     if key is not None:
         kwargs["api_key"] = key
     try:
-        built: BaseChatModel = provider.chat_class()(**kwargs)
+        chat_class = provider.chat_class()
+        if "max_retries" in getattr(chat_class, "model_fields", {}):
+            # SDK retries run inside the LLM slot and multiply the planner's own (planner/transport.py)
+            kwargs["max_retries"] = 0
+        built: BaseChatModel = chat_class(**kwargs)
         return built
     except Exception as exc:
         raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
@@ -253,6 +282,7 @@ class ModelPool:
         return self.built[spec]
 
 
+@_redacted
 def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
     """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
     return ModelPool(config).get(spec)
@@ -272,6 +302,7 @@ def resolve_controller(config: SootheConfig) -> ConcurrencyController:
     return ConcurrencyController(config.concurrency)
 
 
+@_redacted
 def resolve_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -299,6 +330,7 @@ def resolve_planner(
     )
 
 
+@_redacted
 def resolve_loop_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -341,8 +373,12 @@ def _import_tool(spec: str) -> BaseTool:
 
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
+        # the files a later `resume` trusts: a tool that rewrote them could change what runs next
+        protected = [config.source] if config.source else []
+        if config.checkpoint.backend == "sqlite":
+            protected.append(str(config.checkpoint.path))
         try:
-            cache.update(make_builtin_tools(config.execution.workspace))
+            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
             raise ConfigError(
                 f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"
@@ -350,6 +386,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
     return cache[name]
 
 
+@_redacted
 def resolve_tools(config: SootheConfig) -> list[BaseTool]:
     """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
     cache: dict[str, BaseTool] = {}
@@ -396,6 +433,7 @@ def _subagents(
     return agents
 
 
+@_redacted
 def resolve_executor(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -482,6 +520,7 @@ class ResolvedRun:
         )
 
 
+@_redacted
 def resolve_run(
     config: SootheConfig,
     model: BaseChatModel | None = None,

@@ -11,8 +11,15 @@ What was weighed:
 
 - **Relative paths** (``execution.workspace``, ``checkpoint.path``, ``scripted:PATH``) are relative
   to the folder of the config file, not to the current directory: a config and the files it names
-  travel together, and ``validate`` gives the same answer wherever it is run from. A config built
+  travel together, and ``validate`` gives the same answer wherever it is run from. That holds for
+  the defaults too: a file with no ``execution:`` or ``checkpoint:`` section gets its workspace
+  and its checkpoint beside it (the sections are validated as empty mappings, with the file's
+  folder in hand, rather than built by a default factory that knows no folder). A config built
   from a dict in Python resolves them against the current directory.
+- **A workspace of ``/`` or of the home folder is refused** unless
+  ``execution.allow_broad_workspace: true`` says so: the built-in tools would reach every file
+  there (keys, shell profiles, other projects). The message names the rule, not the path, since
+  the path may have come from the environment.
 - **Secrets never live in the file.** API keys are read from the environment at resolution time
   (``models.api_key_env`` names the variable); Langfuse keys only from ``LANGFUSE_PUBLIC_KEY`` /
   ``LANGFUSE_SECRET_KEY``; a PostgreSQL DSN, which may hold a password, is a ``SecretStr``. Error
@@ -26,9 +33,10 @@ What was weighed:
 
 from __future__ import annotations
 
+import contextlib
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -43,6 +51,7 @@ from pydantic import (
 
 from soothe_planner.concurrency import ConcurrencyPolicy
 from soothe_planner.config.providers import check_model_spec, split_model_spec
+from soothe_planner.config.redaction import HIDDEN, scrub
 from soothe_planner.models import FailurePolicy, PlannerSettings
 from soothe_planner.tools import BUILTIN_TOOL_NAMES
 
@@ -172,6 +181,12 @@ class ExecutionConfig(_Section):
     failure_policy: str = Field(
         default="block", description="'block' (dependents of a failed step are skipped) or 'retry(n)' then block."
     )
+    # before ``workspace``: its validator reads this one
+    allow_broad_workspace: bool = Field(
+        default=False,
+        description="Allow a workspace of the filesystem root or the home folder (refused otherwise: the "
+        "built-in tools would reach all of it).",
+    )
     step_timeout_s: float | None = Field(
         default=300.0, gt=0, description="A step running longer fails with error_type 'timeout' (null: no limit)."
     )
@@ -199,7 +214,17 @@ class ExecutionConfig(_Section):
     @field_validator("workspace")
     @classmethod
     def _workspace(cls, value: Path, info: ValidationInfo) -> Path:
-        return _anchor(value, info)
+        path = _anchor(value, info)
+        if not info.data.get("allow_broad_workspace"):
+            broad = {Path("/"): "the filesystem root"}
+            with contextlib.suppress(KeyError, RuntimeError):  # no home folder known: nothing to compare
+                broad[Path.home().resolve()] = "the home folder"
+            if path.resolve() in broad:
+                raise ValueError(
+                    f"is {broad[path.resolve()]}, so the built-in tools would reach every file in it; "
+                    "point execution.workspace at a project folder, or set execution.allow_broad_workspace: true"
+                )
+        return path
 
     @field_validator("tools")
     @classmethod
@@ -300,11 +325,44 @@ class SootheConfig(_Section):
     tracing: TracingConfig = Field(default_factory=TracingConfig, description="Tracing.")
     run: RunConfig = Field(default_factory=RunConfig, description="Optional loop stages.")
     _source: str | None = PrivateAttr(default=None)
+    # where ``${VAR}`` values went, and the values: never echoed (see ``load.py``)
+    _from_env: frozenset[tuple[str | int, ...]] = PrivateAttr(default=frozenset())
+    _env_values: frozenset[str] = PrivateAttr(default=frozenset())
 
     @property
     def source(self) -> str | None:
         """The file this config was loaded from, if any."""
         return self._source
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_with_paths(cls, data: object) -> object:
+        # Validated as present-but-empty so their path defaults see the config file's folder; a
+        # default_factory would build them with no validation context, i.e. against the cwd.
+        if isinstance(data, dict):
+            data = dict(data)
+            for section in ("execution", "checkpoint"):
+                if data.get(section) is None:
+                    data[section] = {}
+        return data
+
+    def redact_text(self, text: str) -> str:
+        """``text`` with every value that came from an environment variable replaced by ``(hidden)``."""
+        return scrub(text, self._env_values)
+
+    def redacted_dump(self) -> dict[str, Any]:
+        """``model_dump(mode="json")`` with every value that came from an environment variable hidden."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        for loc in self._from_env:
+            node: object = data
+            try:
+                for part in loc[:-1]:
+                    node = node[part]  # type: ignore[index]
+                node[loc[-1]]  # type: ignore[index]  # present in the dump (not dropped by a validator)
+            except (KeyError, IndexError, TypeError):
+                continue
+            node[loc[-1]] = HIDDEN  # type: ignore[index]
+        return data
 
     @model_validator(mode="after")
     def _subagent_tools_exist(self) -> SootheConfig:

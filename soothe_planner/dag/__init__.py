@@ -6,6 +6,10 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.dag.arg_schema import (
+    check_args,
+    signature,
+)
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
     blocked_result,
@@ -22,22 +26,42 @@ from soothe_planner.dag.render import (
     dag_prompt,
     mermaid,
 )
+from soothe_planner.dag.step_refs import (
+    REFERENCE_RE,
+    Reference,
+    arg_strings,
+    map_arg_strings,
+    parse_token,
+    references_in,
+)
+from soothe_planner.dag.step_refs import (
+    canonical as canonical_reference,
+)
 from soothe_planner.dag.validation import (
     StepLike,
     listing,
 )
 
 __all__ = [
+    "REFERENCE_RE",
     "IngestReport",
     "PlanDAG",
     "PlanManager",
     "PlanRevision",
+    "Reference",
     "StepLike",
+    "arg_strings",
     "blocked_result",
+    "canonical_reference",
+    "check_args",
     "dag_prompt",
     "find_cycle",
     "latest_results",
     "listing",
+    "map_arg_strings",
     "mermaid",
+    "parse_token",
+    "references_in",
+    "signature",
     "validate_steps",
 ]

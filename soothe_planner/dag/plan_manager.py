@@ -10,6 +10,9 @@ did to it. What was weighed:
   again", never "rewrite what happened". A step id naming a pending node refreshes that node.
 - **Validate whole, then mutate.** Every ingest is checked first (``dag.validate_steps``); on any
   error the manager is unchanged. The same holds for a batch of step outcomes.
+- **Typed tool steps are checked against what is offered**: ``capabilities`` (plain data, no
+  LangChain) give the tools' argument schemas and descriptions, and by default the allow-list. A
+  renamed id is followed by references in args (``{{s1.output}}``) as by ``depends_on``.
 - **Nothing disappears silently.** ``replace=True`` (after a ``replan``) supersedes pending nodes
   the decision does not list: they stay in the graph as ``skipped`` with a ``superseded`` result
   (deleting them would leave dangling edges from finished steps and free their ids for other
@@ -38,11 +41,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import soothe_planner.dag.render as _plan_render
 from soothe_planner.dag.plan_dag import PlanDAG
+from soothe_planner.dag.step_refs import rename_references
 from soothe_planner.dag.validation import validate_steps
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
     FINISHED_STATUSES,
     AgentDecision,
+    Capability,
     ExecutionMode,
     FailurePolicy,
     Plan,
@@ -108,6 +113,7 @@ class PlanManager:
         failure_policy: str | FailurePolicy = "block",
         max_plan_steps: int = 8,
         allowed_capabilities: Collection[str] | None = None,
+        capabilities: Sequence[Capability] | None = None,
     ) -> None:
         try:
             self.failure_policy = FailurePolicy.parse(failure_policy)
@@ -117,6 +123,9 @@ class PlanManager:
             raise ConfigError(f"max_plan_steps must be >= 1, got {max_plan_steps}")
         self.goal = goal
         self.max_plan_steps = max_plan_steps
+        self.capabilities: dict[str, Capability] = {c.name: c for c in capabilities or ()}
+        if allowed_capabilities is None and self.capabilities:
+            allowed_capabilities = self.capabilities
         self.allowed_capabilities = None if allowed_capabilities is None else frozenset(allowed_capabilities)
         self.history: list[PlanRevision] = []
         self.dag = PlanDAG()
@@ -186,7 +195,9 @@ class PlanManager:
                 taken.add(candidate)
                 return candidate
 
-    def _prepare(self, decision: AgentDecision, replace: bool) -> _Prepared:
+    def _prepare(
+        self, decision: AgentDecision, replace: bool, capabilities: Mapping[str, Capability] | None = None
+    ) -> _Prepared:
         prep = _Prepared()
         nodes = self.dag.nodes
         prep.counters = dict(self._counters)
@@ -198,11 +209,16 @@ class PlanManager:
             if node is not None and node.status != "pending":
                 prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
         ren = prep.renamed
+        given_ids = frozenset(given)
         prep.steps = [
             s.model_copy(
-                update={"id": ren.get(s.id, s.id), "depends_on": [ren.get(d, d) for d in s.depends_on]}
+                update={
+                    "id": ren.get(s.id, s.id),
+                    "depends_on": [ren.get(d, d) for d in s.depends_on],
+                    "args": rename_references(s.args, ren, given_ids),
+                }
             )
-            if ren and (s.id in ren or any(d in ren for d in s.depends_on))
+            if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args)
             else s
             for s in decision.steps
         ]
@@ -216,6 +232,7 @@ class PlanManager:
             allowed_capabilities=self.allowed_capabilities,
             superseded=set(prep.superseded),
             aliases={new: old for old, new in ren.items()},
+            capabilities=capabilities if capabilities is not None else (self.capabilities or None),
         )
         return prep
 
@@ -225,10 +242,18 @@ class PlanManager:
             return decision.decision  # ``keep`` carries none: the in-flight plan stands
         return decision
 
-    def validate(self, decision: AgentDecision | PlanResult, *, replace: bool = False) -> list[str]:
-        """What ``ingest`` would reject, without changing anything."""
+    def validate(
+        self,
+        decision: AgentDecision | PlanResult,
+        *,
+        replace: bool = False,
+        capabilities: Sequence[Capability] | None = None,
+    ) -> list[str]:
+        """What ``ingest`` would reject, without changing anything; ``capabilities`` replace the
+        manager's own for the typed-step checks (a planner validates with what it offered)."""
         d = self._decision_of(decision)
-        return [] if d is None or not d.steps else self._prepare(d, replace).errors
+        caps = None if capabilities is None else {c.name: c for c in capabilities}
+        return [] if d is None or not d.steps else self._prepare(d, replace, caps).errors
 
     def ingest(
         self, decision: AgentDecision | PlanResult, iteration: int = 0, *, replace: bool = False
@@ -415,6 +440,7 @@ class PlanManager:
             "allowed_capabilities": None
             if self.allowed_capabilities is None
             else sorted(self.allowed_capabilities),
+            "capabilities": [c.model_dump(mode="json") for c in self.capabilities.values()],
             "dag": self.dag.to_dict(),
             "history": [h.model_dump(mode="json") for h in self.history],
             "rename_counters": dict(self._counters),
@@ -437,6 +463,8 @@ class PlanManager:
             failure_policy=data["failure_policy"],
             max_plan_steps=data["max_plan_steps"],
             allowed_capabilities=data["allowed_capabilities"],
+            # absent from managers stored before typed tool steps: they had no schemas to keep
+            capabilities=[Capability.model_validate(c) for c in data.get("capabilities") or ()],
         )
         pm.dag = PlanDAG.from_dict(data["dag"])
         pm.history = [PlanRevision.model_validate(h) for h in data["history"]]

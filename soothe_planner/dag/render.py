@@ -1,12 +1,14 @@
 """How is a step DAG shown to a model (compact text) and to a person (a Mermaid diagram)?
 
-Text for prompts is one line per step, ``s2 [completed] Read the config <- s1``, with a short
-result excerpt under finished steps (the error for failed and skipped ones, and the last error of
+Text for prompts is one line per step, ``s2 [completed] Read the config <- s1`` (a typed tool
+step adds its call: ``via read_file {"path": "a.toml"}``, so a replan sees which arguments failed),
+with a short result excerpt under finished steps (the error for failed and skipped ones, and the last error of
 a step waiting for a retry). Step outputs are
 folded onto one line so that an output can never pose as another step's line. When a budget is
 given, the text gives way in an order that keeps what the planner decides with: the longest
 excerpts are cut first (all cut to one common length), then excerpts go, then finished steps are
-folded into one line, then descriptions of unfinished steps are shortened. The ids and statuses
+folded into one line, then descriptions of unfinished steps are shortened (a typed step's call goes with the last
+of its description), then the folded line loses its list of ids. The ids and statuses
 of unfinished steps are never dropped, even if that leaves the text over budget: a planner that
 cannot see what is still pending plans it again.
 
@@ -25,6 +27,8 @@ __all__ = ["dag_prompt", "mermaid"]
 
 EXCERPT = 160
 LABEL = 60
+CALL = 120
+"""Characters of a typed step's args shown on its line."""
 _MIN_USEFUL_EXCERPT = 12
 
 _STYLES = {
@@ -48,10 +52,18 @@ def cut(text: str, limit: int) -> str:
     return text[: limit - 1] + "…" if limit > 0 else ""
 
 
-def _head(node: PlanStep, description: str) -> str:
+def call_text(node: PlanStep) -> str:
+    """A typed step's call on one line, ``read_file {"path": "a.toml"}``; empty for any other step."""
+    if node.tool is None:
+        return ""
+    return f"{node.tool} {cut(one_line(json.dumps(node.args, ensure_ascii=False, default=str)), CALL)}"
+
+
+def _head(node: PlanStep, description: str, *, with_call: bool = True) -> str:
     deps = f" <- {', '.join(node.depends_on)}" if node.depends_on else ""
     desc = one_line(description)
-    return f"{node.id} [{node.status}]{' ' + desc if desc else ''}{deps}"
+    call = call_text(node) if with_call else ""
+    return f"{node.id} [{node.status}]{' ' + desc if desc else ''}{' via ' + call if call else ''}{deps}"
 
 
 def _excerpt(node: PlanStep) -> str:
@@ -113,9 +125,14 @@ def dag_prompt(
         fold = f"({len(done)} finished steps omitted)"
     limit = LABEL * 2
     while True:
-        lines = [_head(n, cut(one_line(n.description), limit)) for n in unfinished]
+        lines = [_head(n, cut(one_line(n.description), limit), with_call=limit > 0) for n in unfinished]
         text = "\n".join([fold, *lines] if fold else lines)
-        if len(text) <= max_chars or limit == 0:
+        if len(text) <= max_chars:
+            return text
+        if limit == 0:
+            if done and fold != (short := f"({len(done)} finished steps omitted)"):
+                fold = short  # the ids of finished steps are the last thing worth keeping
+                continue
             return text
         limit //= 2
 

@@ -1,8 +1,8 @@
 """Is this set of steps a runnable DAG? The whole-batch rules ``PlanDAG`` and ``PlanManager`` apply.
 
 ``validate_steps`` checks a batch of steps whole, before anything is spawned (ids, dependencies,
-cycles, caps, allow-list) and returns every problem as a message that names the step, the rule
-and the way out; it never repairs anything — repairing a model's mistakes is the lenient parser's
+cycles, caps, allow-list, and for typed tool steps their args and references: ``typed_steps``)
+and returns every problem as a message that names the step, the rule and the way out; it never repairs anything — repairing a model's mistakes is the lenient parser's
 job, here a malformed plan is an error. ``find_cycle`` is iterative: a 100,000-step chain must not
 hit Python's recursion limit.
 """
@@ -13,7 +13,8 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from soothe_planner.models import PlanStep, StepAction
+from soothe_planner.dag.typed_steps import ToolDescriptions, typed_step_errors
+from soothe_planner.models import Capability, PlanStep, StepAction
 
 __all__ = ["StepLike", "find_cycle", "listing", "validate_steps"]
 
@@ -95,13 +96,16 @@ def validate_steps(
     superseded: Collection[str] = (),
     allow_refresh: bool = True,
     aliases: Mapping[str, str] | None = None,
+    capabilities: Mapping[str, Capability] | None = None,
 ) -> list[str]:
     """Every rule ``steps`` break when added to ``existing``; an empty list means valid. Mutates nothing.
 
     A dependency may name a step of the batch or a node of ``existing``. A batch step whose id is a
     pending node of ``existing`` refreshes it (``allow_refresh``); any other reuse of an existing id
     is an error. ``superseded`` ids are about to be retired, so depending on them is an error.
-    ``aliases`` maps renamed ids to the ids the caller gave, for the messages.
+    ``aliases`` maps renamed ids to the ids the caller gave, for the messages. ``capabilities``
+    (by name) lets typed tool steps be checked against their tools' argument schemas and every
+    description against the tools' own descriptions; references in args are checked regardless.
     """
     existing = existing or {}
     aliases = aliases or {}
@@ -179,7 +183,18 @@ def validate_steps(
                     f"step {q(step.id)} uses subagent '{step.subagent}' which is not allowed "
                     f"(allowed: {listing(sorted(allowed))})"
                 )
-    cycle = None if all_earlier else find_cycle(_MergedDeps(own, existing), roots=list(own))
+    merged = _MergedDeps(own, existing)
+    descriptions = ToolDescriptions(capabilities) if capabilities else None
+    for step in own.values():
+        if step.tool is None and not step.args and descriptions is None:
+            continue  # the common untyped step: nothing here applies
+        errors.extend(
+            typed_step_errors(
+                step, q(step.id), known_ids=merged, deps_of=merged, allowed=allowed,
+                capabilities=capabilities, tool_descriptions=descriptions,
+            )
+        )
+    cycle = None if all_earlier else find_cycle(merged, roots=list(own))
     if cycle is not None:
         # Start the loop at its earliest step of the batch, so the same plan always gives the same message.
         ring = cycle[:-1]

@@ -67,6 +67,7 @@ from soothe_planner.execution.runners import (
 )
 from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
+from soothe_planner.tools import tool_args_schema
 from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
@@ -171,9 +172,11 @@ class StepExecutor:
         return [t for t in self.tools.values() if self.is_read_only(t)]
 
     def capabilities(self, *, read_only_only: bool = False) -> list[Capability]:
-        """What steps may use: tools (flagged read-only or not), subagents, remote graphs."""
+        """What steps may use: tools (flagged read-only or not, with their argument schemas), subagents,
+        remote graphs."""
         caps = [
-            Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t))
+            Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t),
+                       args_schema=tool_args_schema(t))
             for t in self.tools.values()
             if not read_only_only or self.is_read_only(t)
         ]

@@ -15,10 +15,12 @@ only names) before anything is compiled.
 
 What was weighed:
 
-- **Plan mode.** The planner is offered the executor's read-only tools plus subagents and remote
-  graphs; the plan manager's allow-list is the same set, so a plan naming a write tool is rejected
-  before anything runs. Execution still has every tool (a step that names none goes to the default
-  agent over the full set). ``plan_mode=False`` offers everything.
+- **Plan mode.** Nothing with side effects runs while planning: the planner calls no tool, it
+  only names them. So the planner is offered every configured tool — each marked read-only or
+  not, with its argument schema — plus subagents and remote graphs, and a plan may name a write
+  tool the configuration lists (a goal such as "write X into FILE" needs a typed ``write_file``
+  step). The plan manager's allow-list is that set; a tool outside it is refused before anything
+  runs, and write steps run only after validation (and approval, when the gate is on).
 - **Crash and resume.** Checkpoints are written at node boundaries; the ``execute`` node may run
   for long. Each finished step is written through to the graph's store (the step journal, see
   ``execution/scheduler.py``) before its dependents start, and a rerun of ``execute`` after a kill
@@ -121,9 +123,13 @@ def goal_input(
 
 
 def offered_context(executor: StepExecutor, base: PlanContext | None = None, *, plan_mode: bool = True) -> PlanContext:
-    """The context offered to the planner: read-only tools plus delegates in plan mode, else all."""
+    """The context offered to the planner: every tool (marked read-only or not, with its argument
+    schema) plus subagents and remote graphs, then what ``base`` offers besides.
+
+    ``plan_mode`` is kept for callers: planning runs no tool in either mode, so both offer the same.
+    """
     base = base or PlanContext()
-    caps = executor.capabilities(read_only_only=plan_mode)
+    caps = executor.capabilities()
     names = {c.name for c in caps}
     extra = [c for c in base.available_capabilities if c.name not in names]
     return base.model_copy(update={"available_capabilities": [*caps, *extra]})

@@ -11,19 +11,28 @@ either durable as a whole or not at all:
 - ``postgres``: ``AsyncPostgresSaver`` + ``AsyncPostgresStore`` on one DSN (many workers).
 
 Each backend's tables are created on open (``setup()`` is idempotent).
+
+A SQLite file that already exists is checked before it is used (``PRAGMA quick_check``): a
+damaged file otherwise surfaces later and in many guises — "database disk image is malformed"
+from deep inside a read, or worse, a run that silently reads as missing because the page that
+held it no longer parses. The check raises ``CheckpointDamagedError`` (a ``ConfigError``: the
+run has not started and the way out is the user's), naming the file and SQLite's first complaint.
+``quick_check`` reads every page once (it skips the index-versus-table cross-check of
+``integrity_check``), so its cost grows with the file; damage inside a stored value that still
+parses as a page is beyond what SQLite can see.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from soothe_planner.errors import ConfigError
+from soothe_planner.errors import CheckpointDamagedError, ConfigError
 
-__all__ = ["Persistence", "open_persistence"]
+__all__ = ["Persistence", "check_sqlite_file", "open_persistence"]
 
 Backend = Literal["memory", "sqlite", "postgres"]
 
@@ -56,6 +65,7 @@ async def open_persistence(
             from langgraph.store.sqlite.aio import AsyncSqliteStore
 
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            check_sqlite_file(Path(path))
             saver: Any = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
             store: Any = await stack.enter_async_context(AsyncSqliteStore.from_conn_string(str(path)))
         elif backend == "postgres":
@@ -75,3 +85,19 @@ async def open_persistence(
         await saver.setup()
         await store.setup()
         yield Persistence(saver, store, backend)
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Raise ``CheckpointDamagedError`` if the SQLite file at ``path`` exists and fails SQLite's quick check."""
+    import sqlite3
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return  # created on first use
+    try:
+        with closing(sqlite3.connect(path)) as conn:
+            rows = conn.execute("PRAGMA quick_check(1)").fetchall()  # the first problem is enough
+    except sqlite3.DatabaseError as exc:
+        raise CheckpointDamagedError(str(path), str(exc)) from None
+    if rows != [("ok",)]:
+        first = str(rows[0][0]) if rows else "no answer from the check"
+        raise CheckpointDamagedError(str(path), " ".join(first.replace("*** in database main ***", "").split()))

@@ -462,5 +462,5 @@ def local_chat_model(
         max_tokens=max_tokens,
         extra_body={"max_tokens": max_tokens},  # the server ignores max_completion_tokens
         timeout=timeout_s,
-        max_retries=1,
+        max_retries=0,  # the planner's transport policy retries, with the LLM slot given back meanwhile
     )

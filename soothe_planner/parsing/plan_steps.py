@@ -4,17 +4,26 @@ Part of the lenient parser (``parsing.py``), split out so that each module holds
 ``parsing.py`` finds the plan in the text and decides its shape; this reads each step's fields
 through the aliases models use, gives ids to steps without one, and applies the rules that are
 never guessed away (unknown capabilities dropped, never remapped; duplicate ids and cycles
-refused). Every tolerance here is listed in the docstring of ``parsing.py``.
+refused). A typed tool step's ``tool`` and ``args`` are read by ``typed_args``. Every tolerance
+here is listed in the docstring of ``reader``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from soothe_planner.dag import find_cycle
 from soothe_planner.errors import PlanParseError
 from soothe_planner.parsing.json_repair import json_type
+from soothe_planner.parsing.typed_args import (
+    ARGS_KEYS,
+    TYPED_TOOL_KEYS,
+    read_args,
+    read_tool,
+    repair_typed,
+    settle_tools,
+)
 
 __all__ = [
     "ID_KEYS",
@@ -29,11 +38,14 @@ __all__ = [
 ID_KEYS = ("id", "step_id", "stepId")
 DESC_KEYS = ("description", "desc", "task", "action", "instruction", "step")
 DEP_KEYS = ("depends_on", "dependencies", "deps", "depends", "dependsOn")
-TOOL_KEYS = ("tools", "tool")
+TOOL_KEYS = ("tools",)
 SUB_KEYS = ("subagent", "agent", "sub_agent")
 EXP_KEYS = ("expected_output", "expected", "expectedOutput", "expected_result")
-STEP_KEYS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS, *EXP_KEYS, "execution_hint"))
-STEP_MARKERS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *SUB_KEYS))
+STEP_KEYS = frozenset(
+    (*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, *TYPED_TOOL_KEYS, *ARGS_KEYS, *SUB_KEYS, *EXP_KEYS, "execution_hint")
+)
+# "function" and the args aliases are not markers: {"name": ..., "arguments": ...} is a tool call, not a step.
+STEP_MARKERS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, "tool", "tool_name", *SUB_KEYS))
 HINTS = ("tool", "subagent", "remote", "auto")
 _FOLDED = {k.lower(): k for k in STEP_KEYS}
 _MARKERS_FOLDED = frozenset(k.lower() for k in STEP_MARKERS)
@@ -118,7 +130,21 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
             warnings.append(f"step {label}: repeated dependency {nd!r} removed")
         else:
             deps.append(nd)
-    tools = [_name(t, "tool", label, text) for t in _split(_pick(step, TOOL_KEYS, label, warnings))]
+    raw_tools = _split(_pick(step, TOOL_KEYS, label, warnings))
+    tools = [_name(t, "tool", label, text) for t in raw_tools]
+    tool, call_args, more_tools = read_tool(_pick(step, TYPED_TOOL_KEYS, label, warnings), label, warnings, text)
+    tools += more_tools
+    args = read_args(_pick(step, ARGS_KEYS, label, warnings), label, warnings)
+    if call_args:
+        if args:
+            warnings.append(f"step {label}: ignored the arguments inside the tool value (already have args)")
+        else:
+            args = call_args
+    if tool is None and len(raw_tools) == 1 and not args:
+        entry = raw_tools[0]  # tools: [{"name": "search", "args": {...}}]: a call written in the list
+        inner = next((entry[k] for k in ("args", "arguments") if k in entry), None) if isinstance(entry, dict) else None
+        if inner is not None:
+            args = read_args(inner, label, warnings)
     subagent = _pick(step, SUB_KEYS, label, warnings)
     expected = _pick(step, EXP_KEYS, label, warnings)
     hint = step.get("execution_hint")
@@ -131,8 +157,8 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
             warnings.append(
                 f"step {label}: execution_hint {hint!r} is not one of {', '.join(HINTS)}; derived it"
             )
-        hint = "subagent" if subagent else "tool" if tools else "auto"
-    return {
+        hint = "subagent" if subagent else "tool" if (tools or tool) else "auto"
+    out = {
         "id": sid,
         "description": description,
         "tools": [t for t in tools if t],
@@ -140,7 +166,12 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
         "expected_output": "" if expected is None else expected,
         "depends_on": deps,
         "execution_hint": hint,
+        "tool": tool,
+        "args": args,
     }
+    # Empty args say nothing: a structured answer always carries the field.
+    settle_tools(out, label, warnings, bool(args))
+    return out
 
 
 def _position(dep: str, count: int) -> bool:
@@ -181,11 +212,14 @@ def apply_rules(
     text: str,
     assigned: set[str],
     existing: Collection[str] = (),
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The steps that survive the rules, dependencies cleaned; raises on what cannot be repaired.
 
     ``existing`` are the ids of steps already in the goal's DAG: a dependency on one of them is
     kept as written (whether it may stand is the plan validator's call, not a repair's).
+    ``tool_schemas`` (tool name -> argument schema) lets the typed-step repairs tell a leaked
+    schema keyword from a real argument.
     """
     seen: set[str] = set()
     for s in steps:
@@ -203,7 +237,7 @@ def apply_rules(
         for s in steps:
             names = [("tool", t) for t in s["tools"]] + (
                 [("subagent", s["subagent"])] if s["subagent"] else []
-            )
+            ) + ([("tool", s["tool"])] if s["tool"] else [])
             bad = [f"{kind} {name!r}" for kind, name in names if name not in known_set]
             if bad:
                 dropped.add(s["id"])
@@ -215,6 +249,7 @@ def apply_rules(
         why = "; ".join(w.removeprefix("dropped ") for w in warnings if w.startswith("dropped step "))
         raise PlanParseError(f"every step was dropped ({len(steps)} named unknown tools or subagents): {why}", text)
     ids = {s["id"] for s in kept} | (set(existing) - dropped)
+    repair_typed(kept, ids, tool_schemas, warnings)
     for s in kept:
         clean = []
         for d in s["depends_on"]:
@@ -225,7 +260,7 @@ def apply_rules(
             elif d not in ids:
                 # Small models often list the tools a step needs as its dependencies; say so, so a
                 # re-ask can fix it, but never move the name into tools (that would be a guess).
-                is_tool = d in s["tools"] or (known is not None and d in known)
+                is_tool = d in s["tools"] or d == s["tool"] or (known is not None and d in known)
                 hint = f" ({d!r} is a tool, not a step)" if is_tool else ""
                 warnings.append(f"step {s['id']!r} depended on unknown step {d!r}{hint}; dependency removed")
             else:

@@ -54,11 +54,32 @@ Fields of a step (the canonical name wins; an alias next to it is ignored with a
   - description: ``description``, ``desc``, ``task``, ``action``, ``instruction``, ``step`` (a string).
   - depends_on: ``depends_on``, ``dependencies``, ``deps``, ``depends``, ``dependsOn``; a string
     (``"s1"`` or ``"s1, s2"``), a number, or null are accepted; repeats are removed.
-  - tools: ``tools`` or ``tool``, a list or a comma-separated string; an entry may be an object
-    with a ``name`` (``{"name": "search", "args": {...}}``), anything else that is not a name is
-    an error. subagent: ``subagent``,
-    ``agent``, ``sub_agent``. expected_output: ``expected_output``, ``expected``, ``expectedOutput``,
-    ``expected_result``. ``execution_hint`` is read when valid, otherwise derived as in ``wire.py``.
+  - tools (a step handed to an agent over them): ``tools``, a list or a comma-separated string; an
+    entry may be an object with a ``name`` (``{"name": "search", "args": {...}}``), anything else
+    that is not a name is an error. subagent: ``subagent``, ``agent``, ``sub_agent``.
+    expected_output: ``expected_output``, ``expected``, ``expectedOutput``, ``expected_result``.
+    ``execution_hint`` is read when valid, otherwise derived as in ``wire.py``.
+Typed tool steps (``typed_args``; a step with neither tool nor subagent is a model step)
+  - tool: ``tool``, ``tool_name``, ``function``; a one-element list; a call object
+    ``{"name": "read_file", "arguments": {...}}`` (its arguments are the step's args unless args
+    are given too); several names under ``tool`` are read as its tools list; ``""``, ``"none"``
+    and ``"null"`` mean no tool (a model step).
+  - args: ``args``, ``arguments``, ``parameters``, ``params``, ``input``; a JSON string holding
+    an object is decoded (JSON repairs apply); any other non-object is dropped with a warning.
+  - ``tools`` with one name and non-empty args is that step's ``tool`` (also a one-element list
+    entry ``{"name": ..., "args": {...}}``); a typed step's own ``tools`` list is dropped.
+  - args on a step with no tool (a model step) are dropped, after their references became
+    dependencies.
+  - with the tool's argument schema known: JSON-schema keywords it takes no argument for
+    (``additionalProperties``, ``type``, ``properties``, ``required``, ``$schema``, ``$defs``,
+    ``title``) are dropped from args, args written as a schema are read from under
+    ``properties``, and a number or boolean for a text argument is written as text. With no
+    schema known only ``additionalProperties``, ``$schema`` and ``$defs`` are dropped.
+  - references in args written ``{{s1}}``, ``{{ s1.output }}``, ``{{s1.result}}``,
+    ``{{step_s1.output}}``, ``{{steps.s1.output}}``, ``{s1.output}``, ``$s1.output`` or
+    ``${s1.output}`` (a field may follow) become the canonical ``{{s1.output}}``; a double-brace
+    reference to no known step is left for the validator to name. A reference to a known step
+    not waited for (directly or through this plan's dependencies) adds that dependency.
   - missing ids: a step without one gets ``s<position>`` (warning). When no step had an id, a
     number ``k`` in a dependency means the k-th step, counted from 1 — unless some dependency is
     ``0``: then the numbering is ambiguous and no number is read as a position.
@@ -335,13 +356,15 @@ def parse_decision(
     known_capabilities: Collection[str] | None = None,
     max_steps: int | None = None,
     existing_ids: Collection[str] = (),
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ParsedDecision:
     """Read a plan (``new`` with steps, or ``keep``) from a model's text; see the module docstring.
 
     ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
+    ``tool_schemas``: the offered tools' argument schemas, by name (for the typed-step repairs).
     """
     head, raw_steps, warnings = _locate_plan(text)
-    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids)
+    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
 
 def read_decision(
@@ -350,12 +373,13 @@ def read_decision(
     known_capabilities: Collection[str] | None = None,
     max_steps: int | None = None,
     existing_ids: Collection[str] = (),
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ParsedDecision:
     """A plan that is already JSON (a structured answer): the same fields and rules as
     ``parse_decision``, without looking for it in text."""
     text = json.dumps(data, ensure_ascii=False, default=str)  # what errors quote
     head, raw_steps, warnings = _unwrap(dict(data), {}, [], text)
-    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids)
+    return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
 
 def _decision(
@@ -366,6 +390,7 @@ def _decision(
     known_capabilities: Collection[str] | None,
     max_steps: int | None,
     existing_ids: Collection[str],
+    tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> ParsedDecision:
     has_steps = bool(raw_steps)
     action, mode, next_action, reasoning = _plan_fields(head, raw_steps is not None, warnings, text)
@@ -391,7 +416,7 @@ def _decision(
         )
     steps = [read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
     assigned = assign_ids(steps, warnings)
-    kept = apply_rules(steps, known_capabilities, warnings, text, assigned, existing_ids)
+    kept = apply_rules(steps, known_capabilities, warnings, text, assigned, existing_ids, tool_schemas)
     try:
         decision = AgentDecision(
             type="execute_steps",

@@ -10,7 +10,6 @@ from soothe_planner.planner.calls import (
     Caller,
     Tally,
     counting_calls,
-    is_transport_error,
     raw_text_of,
     resolve_method,
 )
@@ -45,12 +44,21 @@ from soothe_planner.planner.reflection import (
     deterministic_reflection,
     split_failures,
 )
+from soothe_planner.planner.stats import (
+    PlannerStats,
+)
+from soothe_planner.planner.transport import (
+    TRANSPORT_ERRORS,
+    is_transport_error,
+)
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "DATA_TAGS",
+    "TRANSPORT_ERRORS",
     "Caller",
     "LLMPlanner",
+    "PlannerStats",
     "Prompt",
     "Tally",
     "answer_prompt",

@@ -2,7 +2,7 @@
 
 Each loop iteration first asks the cheap question — is the goal done? — and pays for plan
 generation only when it is not, so a ``done`` at iteration ≥ 1 costs exactly one call. Every call
-goes through one robust path (``_calls.Caller``: structured output, salvage, one raw call, bounded
+goes through one robust path (``calls.Caller``: structured output, salvage, one raw call, bounded
 re-asks, transport retries) and one concurrency slot. A plan the model writes is validated whole
 (ids, dependencies, cycles, the step cap, the capability allow-list) and a broken one is re-asked
 like a parse error. When every attempt fails the caller gets a ``PlanGenerationError`` carrying
@@ -37,7 +37,6 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -65,6 +64,7 @@ from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object,
 from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     AssessStatus,
@@ -127,9 +127,8 @@ class LLMPlanner(SyncPlannerMethods):
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
-    ``stats`` counts outcomes and fallbacks: structured_ok, salvaged, raw_fallback, reask,
-    transport_retry, degraded, guard_overrides, keep_without_plan, budget_trims, compact_briefing,
-    budget_overflow, failed. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
+    ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
+    counter each. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
     """
 
     def __init__(
@@ -141,31 +140,35 @@ class LLMPlanner(SyncPlannerMethods):
         controller: ConcurrencyController | None = None,
         plan_manager_factory: PlanManagerFactory | None = None,
     ) -> None:
-        self.model = model
-        self.assess_model = assess_model or model
         self.settings = settings or PlannerSettings()
         self.controller = controller or ConcurrencyController()
-        self.stats: Counter[str] = Counter()
+        # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
+        # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
+        # timed out keeps its slot until the provider call really returns (no retry beside it).
+        self.model = self.controller.wrap_model(model)
+        self.assess_model = self.controller.wrap_model(assess_model) if assess_model is not None else self.model
+        self.stats = PlannerStats()
         self._caller = Caller(self.settings, self.controller, self.stats)
         self._pm_factory = plan_manager_factory or self._default_manager
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()
-        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None)
+        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None,
+                           capabilities=context.available_capabilities)
 
     def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
         if prompt.compact:
-            self.stats["compact_briefing"] += 1
+            self.stats.compact_briefing += 1
             logger.warning("%s: state trimmed and still over budget; the compact briefing replaced the instructions",
                            prompt.phase)
         if prompt.over_budget:
-            self.stats["budget_overflow"] += 1
+            self.stats.budget_overflow += 1
             logger.warning(
                 "%s: prompt of %d characters is over the budget of %d even after trimming state; sent whole",
                 prompt.phase, prompt.chars, prompt.budget_chars,
             )
         elif prompt.trimmed:
-            self.stats["budget_trims"] += 1
+            self.stats.budget_trims += 1
             logger.info("%s: trimmed %s to fit the prompt budget", prompt.phase, prompt.trimmed)
         return prompt
 
@@ -239,7 +242,7 @@ class LLMPlanner(SyncPlannerMethods):
             if self.settings.on_failure != "degraded":
                 raise
             prev = state.previous_assessment
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-assess: degraded after %d attempts; not counted as progress", len(exc.attempts))
             return StatusAssessment(
                 status="continue", goal_progress=prev.goal_progress if prev else 0.0, confidence=0.0,
@@ -247,7 +250,7 @@ class LLMPlanner(SyncPlannerMethods):
             )
         a = outcome.value
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
             a = a.model_copy(update={"status": "continue", "summary": f"[guard: done at iteration 0 with no evidence] {a.summary}".strip()})
         return a
@@ -279,7 +282,7 @@ class LLMPlanner(SyncPlannerMethods):
                 max_steps=max_steps, instruction=instruction, allow_keep=True, replace=replace,
             )
             if gen.plan_action == "keep" and in_flight is None:
-                self.stats["keep_without_plan"] += 1
+                self.stats.keep_without_plan += 1
                 logger.warning("plan-generate: 'keep' with no plan in flight; asking once more for steps")
                 warnings.append("the model answered 'keep' with no plan in flight; steps were asked for")
                 gen = await self._generation_call(
@@ -290,7 +293,7 @@ class LLMPlanner(SyncPlannerMethods):
         except PlanGenerationError as exc:
             if self.settings.on_failure != "degraded":
                 raise
-            self.stats["degraded"] += 1
+            self.stats.degraded += 1
             logger.error("plan-generate: degraded after %d attempts; the in-flight plan (if any) stands", len(exc.attempts))
             prev = state.previous_assessment
             return PlanResult(
@@ -345,7 +348,7 @@ class LLMPlanner(SyncPlannerMethods):
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         read, parse = self._readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(max_steps, allow_keep=allow_keep), prompt.messages(), phase=phase,
+            self.model, _plan_schema(context, max_steps, allow_keep), prompt.messages(), phase=phase,
             convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
@@ -369,6 +372,7 @@ class LLMPlanner(SyncPlannerMethods):
             "known_capabilities": context.capability_names() or None,
             "max_steps": max_steps,
             "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+            "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
         }
 
         def generated(pd: ParsedDecision) -> _Generated:
@@ -389,6 +393,8 @@ class LLMPlanner(SyncPlannerMethods):
         self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
     ) -> Callable[[_Generated], list[str]]:
         names = context.capability_names() or None
+        offered = context.available_capabilities or None
+        by_name = {c.name: c for c in offered} if offered else None
 
         def validate(gen: _Generated) -> list[str]:
             if gen.plan_action == "keep":
@@ -401,8 +407,10 @@ class LLMPlanner(SyncPlannerMethods):
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if pm is not None:
-                return pm.validate(gen.decision, replace=replace)
-            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names)
+                # the offered tools' schemas and descriptions, whatever the manager was built with
+                return pm.validate(gen.decision, replace=replace, capabilities=offered)
+            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names,
+                                  capabilities=by_name)
 
         return validate
 
@@ -418,7 +426,7 @@ class LLMPlanner(SyncPlannerMethods):
         self, goal: str, prior: list[str], context: PlanContext, tally: Tally, thread_id: str | None
     ) -> ContinuationAssessment:
         if context.intake == "complex":
-            self.stats["guard_overrides"] += 1
+            self.stats.guard_overrides += 1
             return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
         prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
         outcome = await self._caller.structured(
@@ -435,7 +443,7 @@ class LLMPlanner(SyncPlannerMethods):
             elif not ca.reasoning.strip():
                 reason = "guard: bootstrap without reasoning overridden"
             if reason:
-                self.stats["guard_overrides"] += 1
+                self.stats.guard_overrides += 1
                 logger.warning("continuation: %s", reason)
                 ca = ContinuationAssessment(action="plan_generate", reasoning=f"{reason}. {ca.reasoning}".strip())
         return ca
@@ -488,7 +496,7 @@ class LLMPlanner(SyncPlannerMethods):
                                             max_steps=self.settings.max_plan_steps)
         read, parse = self._readers(context, self.settings.max_plan_steps, pm)
         outcome = await self._caller.structured(
-            self.model, generation_model(self.settings.max_plan_steps, allow_keep=False), prompt.messages(), phase="revise",
+            self.model, _plan_schema(context, self.settings.max_plan_steps, False), prompt.messages(), phase="revise",
             convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
@@ -533,6 +541,17 @@ class LLMPlanner(SyncPlannerMethods):
             "should_revise": judged.should_revise,
             "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
         })
+
+
+def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool) -> type[GeneratePlan]:
+    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null."""
+    caps = context.available_capabilities
+    return generation_model(
+        max_steps,
+        allow_keep=allow_keep,
+        tools=tuple(c.name for c in caps if c.kind == "tool"),
+        subagents=tuple(c.name for c in caps if c.kind != "tool"),
+    )
 
 
 def escape_plan(pm: PlanManager) -> str:

@@ -33,9 +33,11 @@ from typing import Literal
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
+from soothe_planner.dag import signature
 from soothe_planner.models import Capability, StatusAssessment, StepResult
 
 __all__ = [
+    "CAPABILITY_DESCRIPTION_CHARS",
     "CHARS_PER_TOKEN",
     "DATA_TAGS",
     "Prompt",
@@ -183,13 +185,31 @@ def render_results(results: Sequence[StepResult], *, excerpt: int = 600, newest_
     return "\n".join(lines)
 
 
+CAPABILITY_DESCRIPTION_CHARS = 200
+"""A description longer than this is cut at a word: the list is paid for on every generation call."""
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    if len(text) <= CAPABILITY_DESCRIPTION_CHARS:
+        return text
+    return text[: CAPABILITY_DESCRIPTION_CHARS].rsplit(" ", 1)[0] + "…"
+
+
 def render_capabilities(capabilities: Sequence[Capability]) -> str:
+    """One line per capability: a tool with its arguments (``read_file(path, start_line?: int)``),
+    marked read-only when it changes nothing; a subagent or remote graph by name and kind."""
     if not capabilities:
-        return "(none: describe steps for the default agent, with no tools or subagents)"
-    return "\n".join(
-        f"- {c.name}, {c.kind}{' (read-only)' if c.read_only else ''}: {c.description or 'no description'}"
-        for c in capabilities
-    )
+        return "(none: every step is a model step)"
+    lines = []
+    for c in capabilities:
+        about = _short(c.description) or "no description"
+        if c.kind == "tool":
+            mark = " [read-only]" if c.read_only else ""
+            lines.append(f"- {c.name}({signature(c.args_schema)}){mark}: {about}")
+        else:
+            lines.append(f"- {c.name} ({c.kind}): {about}")
+    return "\n".join(lines)
 
 
 def render_assessment(a: StatusAssessment | None) -> str:

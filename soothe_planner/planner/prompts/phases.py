@@ -28,9 +28,11 @@ from soothe_planner.models import (
     Plan,
     PlanContext,
     PlannerSettings,
+    PlanStep,
     Reflection,
     StatusAssessment,
     StepResult,
+    StepStatus,
 )
 from soothe_planner.planner.prompts import (
     Prompt,
@@ -74,7 +76,7 @@ def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
     return [r for r in latest if r.step_id not in earlier]
 
 
-def _status_of(step_id: str, results: dict[str, StepResult]) -> str:
+def _status_of(step_id: str, results: dict[str, StepResult]) -> StepStatus:
     r = results.get(step_id)
     if r is None:
         return "pending"
@@ -83,48 +85,40 @@ def _status_of(step_id: str, results: dict[str, StepResult]) -> str:
     return "skipped" if r.error_type == "blocked" else "failed"
 
 
-def _render_decision(decision: AgentDecision, results: dict[str, StepResult], *, compact: bool) -> str:
-    lines = []
-    for s in decision.steps:
-        status = _status_of(s.id, results)
-        if compact:
-            lines.append(f"{s.id} [{status}]")
-        else:
-            deps = f" <- {', '.join(s.depends_on)}" if s.depends_on else ""
-            lines.append(f"{s.id} [{status}] {escape_data(s.description)}{deps}")
-    return "\n".join(lines)
+def _decision_steps(decision: AgentDecision, results: dict[str, StepResult]) -> list[PlanStep]:
+    """A decision's steps as DAG nodes, each with the status and result its latest attempt left."""
+    return [
+        PlanStep(id=s.id, description=s.description, execution_hint=s.execution_hint, depends_on=list(s.depends_on),
+                 tools=list(s.tools), subagent=s.subagent, expected_output=s.expected_output, tool=s.tool,
+                 args=dict(s.args), status=_status_of(s.id, results), result=results.get(s.id))
+        for s in decision.steps
+    ]
 
 
-def render_plan(plan: Plan, *, compact: bool = False) -> str:
-    lines = []
-    for s in plan.steps:
-        if compact:
-            lines.append(f"{s.id} [{s.status}]")
-            continue
-        deps = f" <- {', '.join(s.depends_on)}" if s.depends_on else ""
-        line = f"{s.id} [{s.status}] {escape_data(s.description)}{deps}"
-        if s.result is not None:
-            body = s.result.output if s.result.success else (s.result.error or "")
-            if body:
-                line += f" ; result: {escape_data(body[:200])}"
-        lines.append(line)
-    return "\n".join(lines) or "(no steps)"
+def _steps_text(steps: Sequence[PlanStep], *, compact: bool, shown_elsewhere: Collection[str] = ()) -> str:
+    """Steps as a prompt shows them, whatever holds them (a manager, a decision, a plan).
+
+    One rendering (``dag/render.py``): phase 1 gets ids and statuses only; everything else gets the
+    DAG's text, with a result excerpt under each step whose result is not in the prompt already.
+    """
+    if compact:
+        return escape_data("\n".join(f"{s.id} [{s.status}]" for s in steps)) or "(no steps yet)"
+    return escape_data(dag_prompt(steps, shown_elsewhere=shown_elsewhere))
 
 
 def _plan_text(
     state: LoopState, pm: PlanManager | None, *, compact: bool, shown_elsewhere: Collection[str] = ()
 ) -> str:
+    steps: Sequence[PlanStep]
     if pm is not None and pm.nodes:
-        if compact:
-            return "\n".join(f"{n.id} [{n.status}]" for n in pm.nodes)
-        order = [pm.node(sid) for sid in pm.dag.topological_order()]
-        return escape_data(dag_prompt(order, shown_elsewhere=shown_elsewhere))
-    results = {r.step_id: r for r in latest_results(state.step_results)}
-    if state.current_decision is not None:
-        return _render_decision(state.current_decision, results, compact=compact)
-    if state.previous_plan is not None:
-        return render_plan(state.previous_plan, compact=compact)
-    return "(no plan yet)"
+        steps = pm.nodes if compact else [pm.node(sid) for sid in pm.dag.topological_order()]
+    elif state.current_decision is not None:
+        steps = _decision_steps(state.current_decision, {r.step_id: r for r in latest_results(state.step_results)})
+    elif state.previous_plan is not None:
+        steps = state.previous_plan.steps
+    else:
+        return "(no plan yet)"
+    return _steps_text(steps, compact=compact, shown_elsewhere=shown_elsewhere)
 
 
 def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
@@ -243,14 +237,16 @@ def revise_prompt(
 
 
 def reflect_prompt(goal: str, plan: Plan, results: Sequence[StepResult], settings: PlannerSettings) -> Prompt:
+    latest = latest_results(results)
     return build(
         "reflect",
         "reflect_system",
         "reflect_human",
         {
             "goal": escape_data(goal),
-            "plan": render_plan(plan),
-            "evidence": render_results(latest_results(results), excerpt=GENERATE_EXCERPT),
+            # each result once: in full as evidence, so not again under its step
+            "plan": _steps_text(plan.steps, compact=False, shown_elsewhere={r.step_id for r in latest}),
+            "evidence": render_results(latest, excerpt=GENERATE_EXCERPT),
         },
         trimmable={"plan": "head", "evidence": "head"},
         budget_tokens=settings.prompt_budget_tokens,

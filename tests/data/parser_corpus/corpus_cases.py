@@ -21,11 +21,19 @@ def full(step: Step) -> Step:
         "depends_on": list(step.get("depends_on", [])),
         "tools": list(step.get("tools", [])),
         "subagent": step.get("subagent"),
+        "tool": step.get("tool"),
+        "args": dict(step.get("args", {})),
     }
 
 
 def expected_steps(steps: list[Step]) -> list[Step]:
-    return [{k: full(s)[k] for k in ("id", "depends_on", "tools", "subagent")} for s in steps]
+    """What each step reads as; ``tool`` and ``args`` only when set (unset: no tool, no args)."""
+    out = []
+    for s in steps:
+        f = full(s)
+        out.append({k: f[k] for k in ("id", "depends_on", "tools", "subagent")})
+        out[-1].update({k: f[k] for k in ("tool", "args") if f[k]})
+    return out
 
 
 def ok(steps: list[Step], *warnings: str, action: str = "new") -> dict[str, Any]:
@@ -44,8 +52,9 @@ def case(
     *,
     known: list[str] | None = None,
     max_steps: int | None = None,
+    tool_schemas: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    return {
+    out = {
         "name": name,
         "category": category,
         "text": text,
@@ -53,6 +62,9 @@ def case(
         "max_steps": max_steps,
         "expect": expect,
     }
+    if tool_schemas is not None:
+        out["tool_schemas"] = tool_schemas
+    return out
 
 
 S2 = [{"id": "s1", "description": "look"}, {"id": "s2", "description": "tell", "depends_on": ["s1"]}]
@@ -346,7 +358,7 @@ def handwritten() -> list[dict[str, Any]]:
             "tool_as_call_object",
             h,
             '[{"id": "s1", "description": "look", "tools": [{"name": "search", "args": {"q": "x"}}]}]',
-            ok([{**S2[0], "tools": ["search"]}]),
+            ok([{**S2[0], "tool": "search", "args": {"q": "x"}}], "one-element tools list"),
         ),
         case(
             "tool_as_number",

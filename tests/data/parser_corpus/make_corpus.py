@@ -1,8 +1,8 @@
 """Writes the parser corpus: plan texts the way models really write them, with the expected reading.
 
 Run ``python tests/data/parser_corpus/make_corpus.py`` to regenerate (the hand-written cases and
-the expected-result helpers are in ``corpus_cases.py``) the ``*.jsonl`` files next to
-it; ``tests/test_parsing.py`` checks that the files on disk are what this script produces.
+the expected-result helpers are in ``corpus_cases.py``, the typed-step family in
+``typed_cases.py``) the ``*.jsonl`` files next to it; ``tests/test_parsing.py`` checks that the files on disk are what this script produces.
 
 ``real_model.jsonl`` is not generated: it holds answers the embedded 0.5B model gave to planning
 prompts, kept verbatim, each labelled by hand from reading the text (what its ids, dependencies,
@@ -13,7 +13,9 @@ Every expected result is derived from how the case was built — the seed plan's
 change that was made to them — and never from running the parser. A case is one JSON line::
 
     {"name", "category", "text", "known_capabilities": [...] | null, "max_steps": int | null,
-     "expect": {"plan_action", "steps": [{"id", "depends_on", "tools", "subagent"}], "warnings_contain": [...]}
+     "tool_schemas": {name: schema} (optional),
+     "expect": {"plan_action", "steps": [{"id", "depends_on", "tools", "subagent", "tool"?, "args"?}],
+                "warnings_contain": [...]}
                | {"error_contains": "..."}}
 """
 
@@ -41,6 +43,7 @@ def _sibling(name: str) -> ModuleType:
 
 _cases = _sibling("corpus_cases")
 case, err, full, handwritten, ok = _cases.case, _cases.err, _cases.full, _cases.handwritten, _cases.ok
+_typed = _sibling("typed_cases")
 
 Step = dict[str, Any]
 
@@ -302,9 +305,8 @@ def aliased(step: Step, i: int) -> Step:
     deps = s["depends_on"]
     # A string where a list belongs, or null for none: both are how models write it.
     out[ALIASES["depends_on"][i % 4]] = ", ".join(deps) if (deps and i % 2) else (deps or None)
-    if len(s["tools"]) == 1:
-        out["tool"] = s["tools"][0]
-    elif s["tools"]:
+    if s["tools"]:
+        # a string where a list belongs ("tool" is not an alias: it names a typed tool step's one tool)
         out["tools"] = ", ".join(s["tools"])
     if s["subagent"]:
         out["agent"] = s["subagent"]
@@ -496,6 +498,7 @@ FAMILIES: dict[str, Callable[[], list[dict[str, Any]]]] = {
     "capabilities": family_capabilities,
     "structure": family_structure,
     "handwritten": handwritten,
+    "typed": lambda: _typed.typed_family(case, ok, err),
 }
 
 

@@ -1,0 +1,35 @@
+"""The built-in workspace tools: the front door of ``soothe_planner.tools``.
+
+``builtins.py`` holds the four tools and what each promises to answer; ``workspace.py`` holds how
+a path is opened inside the workspace and never outside it, and which paths are never written;
+``schema.py`` reads any tool's argument schema, against which typed tool steps are checked.
+"""
+
+from soothe_planner.tools.builtins import (
+    BUILTIN_TOOL_NAMES,
+    MAX_LIST_ENTRIES,
+    MAX_READ_CHARS,
+    MAX_SEARCH_FILE_BYTES,
+    MAX_SEARCH_HITS,
+    MAX_WRITE_CHARS,
+    SEARCH_TIME_LIMIT_S,
+    make_builtin_tools,
+    resolve_in_workspace,
+)
+from soothe_planner.tools.schema import tool_args_schema
+from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "MAX_LIST_ENTRIES",
+    "MAX_READ_CHARS",
+    "MAX_SEARCH_FILE_BYTES",
+    "MAX_SEARCH_HITS",
+    "MAX_WRITE_CHARS",
+    "PROTECTED_NAMES",
+    "SEARCH_TIME_LIMIT_S",
+    "Workspace",
+    "make_builtin_tools",
+    "resolve_in_workspace",
+    "tool_args_schema",
+]

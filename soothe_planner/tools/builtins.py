@@ -1,0 +1,373 @@
+"""Which tools does a run get out of the box, and what does each promise to answer truthfully?
+
+Four built-ins over one ``Workspace`` (see ``workspace.py`` for how a path is kept inside it):
+``list_dir``, ``read_file`` and ``search_text`` are read-only (``metadata={"read_only": True}``, so
+plan mode may offer them); ``write_file`` is not (plan mode withholds it). They exist so a
+configured run can do something useful on a folder of files with no code written; anything richer
+is a user's tool named by ``pkg.module:attr``.
+
+What was weighed:
+
+- **Errors reach the model.** Every failure — a rule broken, and every ``OSError`` the file
+  system raises (``ENAMETOOLONG``, ``EEXIST``, ``EACCES``, ...) — becomes a ``ToolException``
+  naming the path and the reason, and the tools are built with ``handle_tool_error=True``: an agent
+  gets the message back as an error ``ToolMessage`` and can correct itself (a small model's first
+  guess at a path is often ``/workspace/x``), instead of the whole step dying on the first slip.
+- **Caps never give a false answer.** A read is capped in characters, not in file size: any line
+  range of a file of any size can be read (``start_line``/``end_line``), and a cut answer says
+  where to read on. A search skips files over ``MAX_SEARCH_FILE_BYTES`` (to bound its time), and
+  names every file it skipped or could not read, so "no matches" is never said about a file that
+  was not searched. Listings and hits are capped and say so. A listing marks folders with ``/`` and
+  symlinks with ``@`` (a symlink is not followed to say what it points at: it may point outside).
+- **A pattern cannot freeze the process.** ``re`` holds the GIL for the whole match, so a
+  catastrophic pattern (``(a|aa)+$`` on a long line) stops every thread, the step's timeout
+  included. Patterns run on the ``regex`` engine instead, with ``concurrent=True`` (it releases the
+  GIL while matching, so the step's timeout fires on time) and a ``timeout`` per call drawn from
+  one deadline for the whole search (so the abandoned worker thread stops too, and the model gets
+  an error naming the pattern). ``regex`` was already installed with ``tiktoken`` (a dependency of
+  ``langchain-openai``) and accepts ``re``'s syntax. A subprocess per search would cost a process
+  start per call and a second copy of the walk; a restricted pattern language would refuse
+  patterns models write every day.
+- Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
+  them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
+  ``tool_args_schema`` reads from the tool, rather than passing the step's prose as a path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import functools
+import inspect
+import os
+import stat
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import regex
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+
+from soothe_planner.tools.workspace import Workspace
+
+__all__ = [
+    "BUILTIN_TOOL_NAMES",
+    "MAX_LIST_ENTRIES",
+    "MAX_READ_CHARS",
+    "MAX_SEARCH_FILE_BYTES",
+    "MAX_SEARCH_HITS",
+    "MAX_WRITE_CHARS",
+    "SEARCH_TIME_LIMIT_S",
+    "make_builtin_tools",
+    "resolve_in_workspace",
+]
+
+MAX_READ_CHARS = 20_000
+MAX_LIST_ENTRIES = 200
+MAX_SEARCH_HITS = 50
+MAX_SEARCH_FILE_BYTES = 1_000_000
+MAX_WRITE_CHARS = 1_000_000
+SEARCH_TIME_LIMIT_S = 10.0
+_MAX_SKIPPED_NAMED = 20
+_LINE_CHUNK = 64 * 1024  # a line longer than this is read in pieces, so memory stays bounded
+_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
+
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "write_file")
+
+F = TypeVar("F", bound=Callable[..., str])
+
+
+def _os_errors(func: F) -> F:
+    """Every ``OSError`` out of ``func`` becomes a ``ToolException`` naming the path and the reason."""
+
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> str:
+        try:
+            return func(*args, **kwargs)
+        except OSError as exc:
+            bound = signature.bind_partial(*args, **kwargs)
+            bound.apply_defaults()
+            path = bound.arguments.get("path", "?")
+            reason = exc.strerror or errno.errorcode.get(exc.errno or 0) or type(exc).__name__
+            raise ToolException(f"{func.__name__} {path!r}: {reason}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def resolve_in_workspace(workspace: Path, path: str) -> Path:
+    """``path`` (relative to ``workspace``, or absolute) resolved, or ``ToolException`` if it escapes.
+
+    For callers that want the location; the tools themselves open through the held descriptors.
+    """
+    ws = Workspace(workspace)
+    try:
+        resolved = ws.resolve(path)
+    except OSError as exc:
+        raise ToolException(f"path {path!r}: {exc.strerror or exc}") from None
+    os.close(resolved.dir_fd)
+    return ws.root.joinpath(*resolved.parts)
+
+
+def _is_binary(head: bytes) -> bool:
+    return b"\x00" in head
+
+
+def _read_lines(fh: IO[bytes], path: str, start_line: int, end_line: int | None, size: int) -> str:
+    """Lines ``start_line``..``end_line`` of ``fh``, at most ``MAX_READ_CHARS`` characters, with a note if cut."""
+    line, unterminated = 1, False
+    while line < start_line:
+        piece = fh.readline(_LINE_CHUNK)
+        if not piece:
+            count = line - 1 + unterminated  # a last line with no newline is a line too
+            raise ToolException(f"{path!r} has {count} line(s); start_line {start_line} is past the end")
+        unterminated = not piece.endswith(b"\n")
+        if not unterminated:
+            line += 1
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out: list[str] = []
+    chars = 0
+    while end_line is None or line <= end_line:
+        piece = fh.readline(_LINE_CHUNK)
+        if not piece and not out and start_line > 1:
+            raise ToolException(f"{path!r} has {line - 1} line(s); start_line {start_line} is past the end")
+        if not piece:
+            text = decoder.decode(b"", final=True)
+            out.append(text)
+            return "".join(out)
+        text = decoder.decode(piece)
+        if chars + len(text) > MAX_READ_CHARS:
+            out.append(text[: MAX_READ_CHARS - chars])
+            started_inside = chars == 0  # one line longer than the whole cap
+            where = (
+                f"line {line} alone is longer than that; its start is shown, read on with start_line={line + 1}"
+                if started_inside
+                else f"shown lines {start_line}-{line - 1}; read on with start_line={line}"
+            )
+            return "".join(out) + (
+                f"\n... [truncated: file is {size} bytes, shown {MAX_READ_CHARS} chars; {where}]"
+            )
+        out.append(text)
+        chars += len(text)
+        if piece.endswith(b"\n"):
+            line += 1
+    return "".join(out)
+
+
+def _compile(pattern: str, is_regex: bool) -> Any:
+    try:
+        return regex.compile(pattern if is_regex else regex.escape(pattern), regex.IGNORECASE)
+    except regex.error as exc:
+        raise ToolException(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def _skipped_note(skipped: list[str]) -> str:
+    shown = ", ".join(skipped[:_MAX_SKIPPED_NAMED])
+    more = f" and {len(skipped) - _MAX_SKIPPED_NAMED} more" if len(skipped) > _MAX_SKIPPED_NAMED else ""
+    return f"not searched: {shown}{more}"
+
+
+def make_builtin_tools(
+    workspace: str | Path, *, protected_files: Iterable[str | Path] = ()
+) -> dict[str, BaseTool]:
+    """The built-in tools bound to ``workspace``, by name. The folder must exist.
+
+    ``protected_files`` are files the run depends on (its config, its checkpoint database) that
+    ``write_file`` must never touch, however the path to them is spelled.
+    """
+    ws = Workspace(workspace, protected_files=protected_files)
+
+    @_os_errors
+    def list_dir(path: str = ".", recursive: bool = False) -> str:
+        fd, resolved = ws.open_folder(path)
+        try:
+            if recursive:
+                names = []
+                for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
+                    if _readable_inside(ws, parts, dir_fd):
+                        names.append("/".join(parts))
+            else:
+                names = []
+                with os.scandir(fd) as entries:
+                    for entry in sorted(entries, key=lambda e: e.name):
+                        suffix = "/" if entry.is_dir(follow_symlinks=False) else (
+                            "@" if entry.is_symlink() else ""
+                        )
+                        names.append(entry.name + suffix)
+        finally:
+            os.close(fd)
+            os.close(resolved.dir_fd)
+        lines = names[:MAX_LIST_ENTRIES]
+        if len(names) > MAX_LIST_ENTRIES:
+            lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")
+        return "\n".join(lines) if lines else f"{resolved.rel} is empty"
+
+    @_os_errors
+    def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
+        if start_line < 1:
+            raise ToolException(f"start_line must be >= 1, got {start_line}")
+        if end_line is not None and end_line < start_line:
+            raise ToolException(f"end_line must be >= start_line ({start_line}), got {end_line}")
+        fd, resolved = ws.open_file(path)
+        os.close(resolved.dir_fd)
+        with os.fdopen(fd, "rb") as fh:
+            if _is_binary(fh.read(8192)):
+                raise ToolException(f"{path!r} is a binary file; only text files can be read")
+            fh.seek(0)
+            return _read_lines(fh, path, start_line, end_line, os.fstat(fd).st_size)
+
+    @_os_errors
+    def search_text(pattern: str, path: str = ".", regex: bool = False) -> str:
+        if not pattern:
+            raise ToolException("search pattern is empty")
+        matcher = _compile(pattern, regex)
+        deadline = time.monotonic() + SEARCH_TIME_LIMIT_S
+        hits: list[str] = []
+        skipped: list[str] = []
+        more = False
+        for rel, fh in _searchable(ws, path, skipped):
+            with fh:
+                if _is_binary(fh.read(8192)):
+                    continue
+                fh.seek(0)
+                for number, raw in enumerate(fh, 1):
+                    line = raw.decode("utf-8", errors="replace")
+                    try:
+                        found = matcher.search(
+                            line, concurrent=True, timeout=max(deadline - time.monotonic(), 0.001)
+                        )
+                    except TimeoutError:
+                        raise ToolException(
+                            f"pattern {pattern!r} took longer than {SEARCH_TIME_LIMIT_S:g}s (stopped at "
+                            f"{rel}:{number}); nested repetition such as (a+)+ or (a|aa)+ backtracks "
+                            "exponentially: simplify the pattern"
+                        ) from None
+                    if found:
+                        if len(hits) >= MAX_SEARCH_HITS:
+                            more = True
+                            break
+                        hits.append(f"{rel}:{number}: {line.strip()[:200]}")
+            if more:
+                break
+        lines = hits or [f"no matches for {pattern!r}"]
+        if more:
+            lines.append(f"... (stopped at {MAX_SEARCH_HITS} matches)")
+        if skipped:
+            lines.append(_skipped_note(skipped))
+        return "\n".join(lines)
+
+    @_os_errors
+    def write_file(path: str, content: str) -> str:
+        if len(content) > MAX_WRITE_CHARS:
+            raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
+        data = content.encode("utf-8")
+        resolved = ws.write_file(path, data)
+        return f"wrote {len(data)} bytes to {resolved.rel}"
+
+    specs: list[tuple[Callable[..., str], str, bool]] = [
+        (
+            list_dir,
+            "List the files and folders in a workspace folder (default: the workspace root; folders end "
+            "in '/'); recursive=true lists every file below it.",
+            True,
+        ),
+        (
+            read_file,
+            f"Read a text file from the workspace (lines start_line..end_line, default all; at most "
+            f"{MAX_READ_CHARS} characters, a cut answer says where to read on).",
+            True,
+        ),
+        (
+            search_text,
+            "Search the workspace's text files for a pattern (case-insensitive; regex=true for a regular "
+            f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names skipped files.",
+            True,
+        ),
+        (write_file, "Write a text file in the workspace, creating folders as needed (overwrites).", False),
+    ]
+    tools: dict[str, BaseTool] = {}
+    for func, description, read_only in specs:
+        metadata: dict[str, Any] = {"read_only": read_only, "builtin": True}
+        tools[func.__name__] = StructuredTool.from_function(
+            func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True
+        )
+    return tools
+
+
+def _readable_inside(ws: Workspace, parts: tuple[str, ...], dir_fd: int) -> bool:
+    """Whether the listed file is a file, or a symlink to a file inside the workspace."""
+    st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+    if not stat.S_ISLNK(st.st_mode):
+        return True
+    try:
+        fd, resolved = ws.open_file("/".join(parts))
+    except (ToolException, OSError):
+        return False
+    os.close(fd)
+    os.close(resolved.dir_fd)
+    return True
+
+
+def _searchable(ws: Workspace, path: str, skipped: list[str]) -> Iterable[tuple[str, IO[bytes]]]:
+    """``(relative name, open file)`` for every file to search below ``path``; notes what it skips in ``skipped``.
+
+    Files over the size cap and files that cannot be read are named in ``skipped``; a symlink that
+    leads outside the workspace is not part of it and is passed over silently.
+    """
+    fd, resolved = ws.open_folder(path) if _is_folder(ws, path) else (None, None)
+    if fd is None:
+        file_fd, res = ws.open_file(path)
+        os.close(res.dir_fd)
+        yield from _sized(res.rel, os.fdopen(file_fd, "rb"), skipped)
+        return
+    assert resolved is not None
+    try:
+        for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
+            rel = "/".join(parts)
+            try:
+                st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISLNK(st.st_mode):
+                    try:
+                        file_fd, res = ws.open_file(rel)
+                    except ToolException:
+                        continue
+                    os.close(res.dir_fd)
+                elif stat.S_ISREG(st.st_mode):
+                    file_fd = os.open(
+                        parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+                    )
+                else:
+                    continue  # FIFOs, sockets, devices: not text files
+            except OSError as exc:
+                skipped.append(f"{rel} ({exc.strerror or type(exc).__name__})")
+                continue
+            yield from _sized(rel, os.fdopen(file_fd, "rb"), skipped)
+    finally:
+        os.close(fd)
+        os.close(resolved.dir_fd)
+
+
+def _sized(rel: str, fh: IO[bytes], skipped: list[str]) -> Iterable[tuple[str, IO[bytes]]]:
+    size = os.fstat(fh.fileno()).st_size
+    if size > MAX_SEARCH_FILE_BYTES:
+        fh.close()
+        skipped.append(f"{rel} ({size} bytes, over the {MAX_SEARCH_FILE_BYTES}-byte search cap; "
+                       "read it by line range with read_file)")
+        return
+    yield rel, fh
+
+
+def _is_folder(ws: Workspace, path: str) -> bool:
+    resolved = ws.resolve(path)
+    try:
+        if not resolved.name:
+            return True
+        try:
+            st = os.stat(resolved.name, dir_fd=resolved.dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            raise ToolException(f"{path!r} does not exist in the workspace") from None
+        return stat.S_ISDIR(st.st_mode)
+    finally:
+        os.close(resolved.dir_fd)
