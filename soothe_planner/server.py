@@ -2,8 +2,9 @@
 
 ``langgraph.json`` at the repository root points the server at ``make_graph``, an async factory
 the server calls for every run (and to read the graph's schemas). It builds the loop from a YAML
-config: the file named by ``SOOTHE_CONFIG``, else ``config/default.yaml`` in the working
-directory, else the built-in defaults. The graph is built where the CLI builds its own
+config: the file named by ``SOOTHE_CONFIG``, else ``soothe.yaml`` in the working directory (what
+``soothe-planner init`` writes), else ``config/default.yaml`` there (the repository's), else the
+config shipped in the package. The graph is built where the CLI builds its own
 (``ResolvedRun.graph``), so every key of the config means the same here. The graph is compiled
 *without* a checkpointer or store: the server injects its own persistence (PostgreSQL in
 production), and the executor's step journal uses the server's store, so a worker that dies
@@ -52,11 +53,12 @@ from langgraph.graph.state import CompiledStateGraph
 # Imported with the module, which the server loads at start-up: the first run then does not pay
 # for importing LangChain's and the package's modules on its way to a graph.
 from soothe_planner.config import (
+    CONFIG_FILE_NAME,
     SCRIPTED_MODEL_ENV,
     ModelPool,
     ModelsConfig,
     SootheConfig,
-    load_config,
+    find_config,
     resolve_controller,
     resolve_run,
     resolve_tools,
@@ -95,7 +97,10 @@ def _config_path() -> Path | None:
     named = os.environ.get(CONFIG_ENV)
     if named:
         return Path(named)
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+    for candidate in (Path(CONFIG_FILE_NAME), DEFAULT_CONFIG):
+        if candidate.is_file():
+            return candidate
+    return None  # the shipped config
 
 
 def _process() -> _Process:
@@ -103,8 +108,7 @@ def _process() -> _Process:
     with _processes_lock:
         found = _processes.get(key)
         if found is None:
-            path = _config_path()
-            config = load_config(path) if path is not None else SootheConfig()
+            config = find_config(_config_path())
             found = _Process(config, ModelPool(config), resolve_controller(config), resolve_tools(config))
             _processes[key] = found
         return found
