@@ -13,6 +13,18 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def loadavg() -> list[float]:
+    """The 1-, 5- and 15-minute load averages (``/proc/loadavg``); empty where there is none.
+
+    Recorded with every timing: on a shared machine it says how far to trust an absolute time.
+    """
+    try:
+        with open("/proc/loadavg") as f:
+            return [float(x) for x in f.read().split()[:3]]
+    except OSError:
+        return []
+
+
 def write_results(name: str, payload: dict[str, Any], *, directory: Path | None = None) -> Path:
     """Write ``payload`` (plus when and where it ran) to ``bench/results/<name>.json`` (or ``directory``)."""
     folder = RESULTS_DIR if directory is None else directory

@@ -13,12 +13,21 @@ answers after a fixed small async latency. For ``global_max_llm_calls`` = 1, 4, 
   the simulated latency running long (asyncio's timers wake up to a millisecond late, more under
   load; a real provider's reply wakes the loop through its socket instead).
 
-Baselines, measured in the same run: (a) the same unwrapped model called under a plain
-``asyncio.Semaphore(limit)`` — LangChain's own per-call work included, no limiter, no budget
-counting; the difference to ours is what the limiter costs; (b) the latency alone under the
-semaphore, no LangChain — the floor of asyncio scheduling.
+Baselines, measured in the same run, each on the same flood and the same probe model:
 
-The latency is simulated with ``asyncio.sleep``, so the run measures scheduling, not a network.
+(a) *semaphore at the model call* — a plain ``asyncio.Semaphore(limit)`` held around the model's
+    own ``_agenerate``, the point where ours holds its slot: the fair comparison, since both let
+    LangChain's per-call preparation run outside the slot;
+(b) *semaphore around ainvoke* — the semaphore held for the whole ``ainvoke`` (preparation and
+    callbacks included), as application code usually writes it;
+(c) *abatch(max_concurrency=limit)* — LangChain's own cap, which also wraps each whole call;
+(d) *semaphore, no LangChain* — the latency alone under the semaphore: the floor of asyncio
+    scheduling.
+
+Every variant runs ``--repeats`` times (default 5), interleaved so that drift in the machine's
+load falls on all of them alike; the table gives the median and the spread (min–max), and the
+load average before and after. The latency is simulated with ``asyncio.sleep``, so the run
+measures scheduling, not a network.
 """
 
 from __future__ import annotations
@@ -26,12 +35,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import statistics
 import time
 from typing import Any
 
 from langchain_core.messages import AIMessage
+from pydantic import PrivateAttr
 
-from bench._common import table, write_results
+from bench._common import loadavg, table, write_results
 
 LIMITS = (1, 4, 16)
 
@@ -65,6 +76,22 @@ def _model(probe: _Probe) -> Any:
     return FunctionChatModel(probe)
 
 
+def _model_with_semaphore_at_call(probe: _Probe, limit: int) -> Any:
+    """The probe model with a plain semaphore held around its own ``_agenerate`` (where ours holds a slot)."""
+    from soothe_planner.testing import FunctionChatModel
+
+    class SemaphoreAtCall(FunctionChatModel):
+        _sem: asyncio.Semaphore = PrivateAttr()
+
+        async def _agenerate(self, *args: Any, **kwargs: Any) -> Any:
+            async with self._sem:
+                return await super()._agenerate(*args, **kwargs)
+
+    model = SemaphoreAtCall(probe)
+    model._sem = asyncio.Semaphore(limit)
+    return model
+
+
 async def _run_limited(n: int, limit: int, latency: float) -> dict[str, Any]:
     from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
 
@@ -90,19 +117,24 @@ async def _run_limited(n: int, limit: int, latency: float) -> dict[str, Any]:
     }
 
 
-async def _run_semaphore(n: int, limit: int, latency: float, *, through_langchain: bool) -> dict[str, Any]:
+async def _run_baseline(n: int, limit: int, latency: float, kind: str) -> dict[str, Any]:
     probe = _Probe(latency)
     sem = asyncio.Semaphore(limit)
-    model = _model(probe)
+    model = _model_with_semaphore_at_call(probe, limit) if kind == "semaphore at the model call" else _model(probe)
 
     async def one(i: int) -> Any:
+        if kind == "semaphore at the model call":
+            return await model.ainvoke(f"request {i}")
         async with sem:
-            if through_langchain:
+            if kind == "semaphore around ainvoke":
                 return await model.ainvoke(f"request {i}")
             return await probe(i)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(n)))
+    if kind == "abatch(max_concurrency)":
+        await model.abatch([f"request {i}" for i in range(n)], config={"max_concurrency": limit})
+    else:
+        await asyncio.gather(*(one(i) for i in range(n)))
     elapsed = time.perf_counter() - t0
     ideal = math.ceil(n / limit) * latency
     return {
@@ -132,65 +164,73 @@ async def _per_call_cost(n: int) -> dict[str, float]:
     return out
 
 
+VARIANTS = (
+    "ours",
+    "semaphore at the model call",
+    "semaphore around ainvoke",
+    "abatch(max_concurrency)",
+    "semaphore, no LangChain",
+)
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def _cell(stat: dict[str, float]) -> str:
+    return f"{stat['median']:.1%} ({stat['min']:.1%}–{stat['max']:.1%})"
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench breaker", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="200 requests, 10 ms latency")
     ap.add_argument("--requests", type=int, default=None)
     ap.add_argument("--latency-ms", type=float, default=None)
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
     n = args.requests or (200 if args.quick else 1000)
     latency = (args.latency_ms if args.latency_ms is not None else (10.0 if args.quick else 20.0)) / 1000.0
+    load_before = loadavg()
 
-    rows, results = [], []
+    results = []
     for limit in LIMITS:
-        ours = asyncio.run(_run_limited(n, limit, latency))
-        base = asyncio.run(_run_semaphore(n, limit, latency, through_langchain=True))
-        bare = asyncio.run(_run_semaphore(n, limit, latency, through_langchain=False))
-        ours["baseline_semaphore_langchain"] = base
-        ours["baseline_semaphore_bare"] = bare
-        results.append(ours)
-        ok = ours["peak_in_flight_model"] == limit and ours["calls_seen_by_model"] == n
-        rows.append(
-            [
-                limit,
-                ours["peak_in_flight_model"],
-                ours["peak_in_flight_controller"],
-                f"{ours['ideal_s']:.2f}",
-                f"{ours['actual_s']:.2f}",
-                f"{ours['utilisation']:.1%}",
-                f"{ours['slot_occupancy']:.1%}",
-                f"{base['utilisation']:.1%} / {base['slot_occupancy']:.1%}",
-                f"{bare['utilisation']:.1%} / {bare['slot_occupancy']:.1%}",
-                "yes" if ok and ours["utilisation"] >= 0.95 else "NO",
-            ]
-        )
+        runs: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+        for _ in range(args.repeats):  # interleaved: load drift falls on every variant alike
+            for v in VARIANTS:
+                run = _run_limited(n, limit, latency) if v == "ours" else _run_baseline(n, limit, latency, v)
+                runs[v].append(asyncio.run(run))
+        results.append({
+            "limit": limit,
+            "peak_in_flight_model_max": max(r["peak_in_flight_model"] for r in runs["ours"]),
+            "calls_seen_by_model_min": min(r["calls_seen_by_model"] for r in runs["ours"]),
+            **{v: {"utilisation": _spread([r["utilisation"] for r in rs]),
+                   "slot_occupancy": _spread([r["slot_occupancy"] for r in rs]),
+                   "actual_s": _spread([r["actual_s"] for r in rs]),
+                   "peak_in_flight_model_max": max(r["peak_in_flight_model"] for r in rs)}
+               for v, rs in runs.items()},
+        })
     cost = asyncio.run(_per_call_cost(200))
-    print(f"breaker: {n} concurrent requests, model latency {latency * 1000:.0f} ms\n")
+    load_after = loadavg()
+    print(f"breaker: {n} concurrent requests, model latency {latency * 1000:.0f} ms, {args.repeats} repeats; "
+          f"load average before {load_before}, after {load_after}\n")
+    print("Utilisation (ideal ÷ actual time), median (min–max)\n")
+    print(table(["limit", "peak in flight (ours, max over repeats)", *VARIANTS],
+                [[r["limit"], r["peak_in_flight_model_max"], *(_cell(r[v]["utilisation"]) for v in VARIANTS)]
+                 for r in results]))
+    print("\nSlot occupancy (time the model served ÷ limit × actual), median (min–max)\n")
+    print(table(["limit", *VARIANTS], [[r["limit"], *(_cell(r[v]["slot_occupancy"]) for v in VARIANTS)]
+                                       for r in results]))
+    held = all(r["peak_in_flight_model_max"] == r["limit"] and r["calls_seen_by_model_min"] == n for r in results)
+    print(f"\ncap held exactly in every repeat (peak = limit, every call ran): {'yes' if held else 'NO'}")
     print(
-        table(
-            [
-                "global_max_llm_calls",
-                "peak in flight (model)",
-                "peak (controller)",
-                "ideal s",
-                "actual s",
-                "utilisation",
-                "slot occupancy",
-                "semaphore + same model (util. / occ.)",
-                "semaphore, no LangChain (util. / occ.)",
-                "target met",
-            ],
-            rows,
-        )
-    )
-    print(
-        f"\nper-call CPU at zero latency: {cost['wrapped'] * 1000:.2f} ms through the limiter, "
+        f"per-call CPU at zero latency: {cost['wrapped'] * 1000:.2f} ms through the limiter, "
         f"{cost['unwrapped'] * 1000:.2f} ms unwrapped (the limiter adds "
         f"{(cost['wrapped'] - cost['unwrapped']) * 1e6:.0f} µs a call)"
     )
     path = write_results(
         "breaker",
-        {"requests": n, "latency_s": latency, "quick": args.quick, "per_call_cpu_s": cost, "runs": results},
+        {"requests": n, "latency_s": latency, "quick": args.quick, "repeats": args.repeats,
+         "load_before": load_before, "load_after": load_after, "per_call_cpu_s": cost, "limits": results},
     )
     print(f"\nwrote {path.name}")
     return 0

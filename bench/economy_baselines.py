@@ -8,7 +8,14 @@
    step with its full result, answering with the remaining plan or the final response.
 
 The prompts are written in the spirit of the designs they stand for, with the same tool list and
-the same ground-truth answers as ours; they are no longer than the originals.
+the same oracle as ours (``World.next_round``: it plans only what the prompt lets it plan); they
+are no longer than the originals. The ledger ends, as Magentic-One does, with one final-answer call
+over the record of the work.
+
+Each runs two ways: as designed (every step's full result re-sent in every later prompt) and with
+our compaction (``compact=True``): a result goes in full only into the first prompt after it
+arrived, and afterwards as the same 160-character excerpt our plan rendering keeps. Compaction
+saves tokens and can cost re-reads: the oracle cannot use a fact an excerpt cut off.
 """
 
 from __future__ import annotations
@@ -19,7 +26,14 @@ from typing import Any
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from bench.economy_world import Scenario, Tally, World, call_tokens, step_text
+from bench.economy_world import Scenario, Tally, World, call_tokens
+
+EXCERPT = 160  # what our plan rendering keeps of an older result (soothe_planner.dag.render.EXCERPT)
+
+
+def _compacted(entries: list[str], fresh_from: int) -> list[str]:
+    """Entries before ``fresh_from`` cut to an excerpt; the new ones whole."""
+    return [e if i >= fresh_from or len(e) <= EXCERPT else e[: EXCERPT - 1] + "…" for i, e in enumerate(entries)]
 
 # --------------------------------------------------------------------------- baseline: one call per iteration
 
@@ -105,7 +119,22 @@ async def _run_steps_in_order(
             raise RuntimeError("round has a cycle")
 
 
-async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
+LEDGER_FINAL = """We are working on the following request:
+
+{task}
+
+We have completed the task. The above messages contain the conversation that took place to complete the \
+task. Here is the full record of the work:
+{history}
+
+Based on the information gathered, provide the final answer to the original request."""
+
+
+def _prompt_text(call: Any) -> str:
+    return "\n".join(m.text for m in call.messages)
+
+
+async def run_ledger(sc: Scenario, max_iterations: int = 16, *, compact: bool = False) -> Tally:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     from soothe_planner.testing import FunctionChatModel
@@ -116,6 +145,8 @@ async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
 
     def answer(call: Any) -> Any:
         tally.add(call_tokens(call, schemas))
+        if call.schema_name is None:  # the final answer
+            return "The report is complete."
         if world.done:
             return {
                 "is_request_satisfied": True,
@@ -124,29 +155,26 @@ async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
                 "reason": "every part is done",
                 "next_steps": [],
             }
-        front = world.frontier()
-        ids = {s.id for s in front}
         return {
             "is_request_satisfied": False,
             "is_in_loop": False,
             "is_progress_being_made": True,
             "reason": "more to do",
             "next_steps": [
-                {
-                    "id": s.id,
-                    "description": step_text(s),
-                    "tool": s.tool,
-                    "depends_on": [d for d in s.deps if d in ids],
-                }
-                for s in front
+                {"id": p.id, "description": p.text, "tool": p.tool, "depends_on": p.deps}
+                for p in world.next_round(_prompt_text(call))
             ],
         }
 
-    model = FunctionChatModel(answer).with_structured_output(ProgressLedger, method="function_calling")
+    fm = FunctionChatModel(answer)
+    model = fm.with_structured_output(ProgressLedger, method="function_calling")
     tools = {t.name: t for t in world.tools()}
     history: list[str] = []
+    seen = 0  # history entries already sent in full once
     plan = "(no plan yet)"
     for it in range(max_iterations):
+        shown = _compacted(history, seen) if compact else history
+        seen = len(history)
         msgs = [
             SystemMessage(LEDGER_SYSTEM),
             HumanMessage(
@@ -154,7 +182,7 @@ async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
                     task=sc.goal,
                     tools=_tool_list(list(tools.values())),
                     plan=plan,
-                    history="\n\n".join(history) or "(nothing yet)",
+                    history="\n\n".join(shown) or "(nothing yet)",
                 )
             ),
         ]
@@ -162,6 +190,8 @@ async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
         assert isinstance(ledger, ProgressLedger)
         tally.iterations = it + 1
         if ledger.is_request_satisfied:
+            shown = _compacted(history, seen) if compact else history
+            await fm.ainvoke([HumanMessage(LEDGER_FINAL.format(task=sc.goal, history="\n\n".join(shown)))])
             tally.completed = world.done
             break
         steps = [s.model_dump() for s in ledger.next_steps]
@@ -169,6 +199,7 @@ async def run_ledger(sc: Scenario, max_iterations: int = 12) -> Tally:
             f"{s['id']}: {s['description']} [{s['tool']}] after {s['depends_on']}" for s in steps
         )
         await _run_steps_in_order(steps, tools, history)
+    tally.rereads = world.rereads
     return tally
 
 
@@ -220,7 +251,7 @@ Otherwise, fill out the plan. Only add steps to the plan that still NEED to be d
 steps as part of the plan."""
 
 
-async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
+async def run_replan_every_step(sc: Scenario, max_steps: int = 120, *, compact: bool = False) -> Tally:
     from langchain_core.messages import HumanMessage, SystemMessage
 
     from soothe_planner.testing import FunctionChatModel
@@ -229,19 +260,17 @@ async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
     tally = Tally()
     schemas: dict[str, type[BaseModel]] = {"StepPlan": StepPlan, "Act": Act}
 
-    def remaining() -> list[str]:
-        # Dependency order within the frontier: the plan is a list, so order is all it can say.
-        front = world.frontier()
-        order = {s.id: i for i, s in enumerate(world.sc.steps)}
-        return [f"{step_text(s)} (tool: {s.tool})" for s in sorted(front, key=lambda s: order[s.id])]
+    def remaining(prompt: str) -> list[str]:
+        # A plan is a list, so order is all it can say: re-reads first, then dependency order.
+        return [f"{p.text} (tool: {p.tool})" for p in world.next_round(prompt, carry_blocked=True)]
 
     def answer(call: Any) -> Any:
         tally.add(call_tokens(call, schemas))
         if call.schema_name == "StepPlan":
-            return {"steps": remaining()}
+            return {"steps": remaining(_prompt_text(call))}
         if world.done:
             return {"action": {"response": "The report is complete."}}
-        return {"action": {"steps": remaining()}}
+        return {"action": {"steps": remaining(_prompt_text(call))}}
 
     fm = FunctionChatModel(answer)
     planner = fm.with_structured_output(StepPlan, method="function_calling")
@@ -253,7 +282,7 @@ async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
     )
     assert isinstance(first, StepPlan)
     plan = first.steps
-    past: list[tuple[str, str]] = []
+    past: list[str] = []
     for _ in range(max_steps):
         task = plan[0]
         tool = re.search(r"\(tool: (\w+)\)", task)
@@ -261,7 +290,8 @@ async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
             out = await tools[tool.group(1) if tool else "search"].ainvoke({"task": task})
         except Exception as exc:
             out = f"FAILED: {exc}"
-        past.append((task, str(out)))
+        past.append(f"Task: {task}\nResult: {out}")
+        shown = _compacted(past, len(past) - 1) if compact else past
         act = await replanner.ainvoke(
             [
                 HumanMessage(
@@ -269,7 +299,7 @@ async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
                         tools=tool_list,
                         objective=sc.goal,
                         plan="\n".join(f"{i + 1}. {s}" for i, s in enumerate(plan)),
-                        past_steps="\n\n".join(f"Task: {t}\nResult: {r}" for t, r in past),
+                        past_steps="\n\n".join(shown),
                     )
                 )
             ]
@@ -280,4 +310,5 @@ async def run_replan_every_step(sc: Scenario, max_steps: int = 80) -> Tally:
             tally.completed = world.done
             break
         plan = act.action.steps
+    tally.rereads = world.rereads
     return tally

@@ -16,7 +16,17 @@ Two measurements:
    same walk as a bare Kahn topological sort over plain dicts (the least any pure-Python ready walk
    can cost), so the ratio is the price of validation, statuses, results and history. Peak memory
    of the 100k manager is taken with ``tracemalloc`` in a separate pass (tracing slows the timed
-   pass down, so the two are never mixed).
+   pass down, so the two are never mixed). Two walks of the same DAG: a *wave* walk takes every
+   ready step per ``ready_steps()`` call; a *one-at-a-time* walk takes one ready step, records its
+   outcome and asks again, as a scheduler with one free slot does.
+3. **Wide plans**: N independent steps (N = 1k, 8k, 64k) run by ``StepExecutor.run`` with an
+   instant coroutine tool, on one step slot and on many (32): the scheduler's own cost per
+   completion must not grow with the number of steps waiting. Beside it, the manager alone walks
+   the same plan one completion at a time. Time per step at each size relative to 1k is the
+   linearity figure (a quadratic term shows as a ratio growing with N: 8× the steps, 8× the ratio).
+
+Every timing is printed with the machine's load average (``/proc/loadavg``) at the start and end
+of its part: on a shared machine, the load says how far to trust the absolute numbers.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import tracemalloc
 from collections import deque
 from typing import Any
 
-from bench._common import table, write_results
+from bench._common import loadavg, table, write_results
 from bench._dags import RandomDag, random_dag
 from soothe_planner.models import StepResult
 
@@ -69,6 +79,27 @@ def _manager_walk(
     if done != dag.n or pm.has_unfinished():
         raise RuntimeError(f"walk finished {done} of {dag.n} steps")
     return t1 - t0, t2 - t1, pm
+
+
+def _manager_walk_one_at_a_time(dag: RandomDag, inputs: tuple[Any, dict[str, StepResult]] | None = None) -> float:
+    """The walk a one-slot scheduler does: take one ready step, record it, ask again."""
+    from soothe_planner.dag.plan_manager import PlanManager
+
+    decision, outcome = inputs or _inputs(dag)
+    pm = PlanManager("scale benchmark", max_plan_steps=dag.n)
+    pm.ingest(decision, 0)
+    gc.collect()
+    t0 = time.perf_counter()
+    done = 0
+    while ready := pm.ready_steps(1):
+        sid = ready[0].id
+        pm.mark_started(sid)
+        pm.record_step_outcomes([outcome[sid]])
+        done += 1
+    elapsed = time.perf_counter() - t0
+    if done != dag.n:
+        raise RuntimeError(f"one-at-a-time walk finished {done} of {dag.n} steps")
+    return elapsed
 
 
 def _kahn_walk(dag: RandomDag) -> float:
@@ -116,18 +147,20 @@ def run_scale(sizes: tuple[int, ...], repeats: int) -> dict[str, Any]:
     for n in sizes:
         dag = random_dag(n, layers=max(10, n // 50), seed=n, max_deps=3)
         reps = repeats if n < 100_000 else 1
-        ingest, walk, base = [], [], []
+        ingest, walk, single, base = [], [], [], []
         for _ in range(reps):
             i, w, pm = _manager_walk(dag)
             del pm
             ingest.append(i)
             walk.append(w)
+            single.append(_manager_walk_one_at_a_time(dag))
             base.append(_kahn_walk(dag))
         rows.append(
             {
                 "steps": n,
                 "ingest_s": statistics.median(ingest),
                 "walk_s": statistics.median(walk),
+                "walk_one_at_a_time_s": statistics.median(single),
                 "total_s": statistics.median(ingest) + statistics.median(walk),
                 "kahn_baseline_s": statistics.median(base),
             }
@@ -144,6 +177,56 @@ def run_scale(sizes: tuple[int, ...], repeats: int) -> dict[str, Any]:
         "manager_peak_memory_bytes": own,
         "peak_memory_steps": sizes[-1],
     }
+
+
+# --------------------------------------------------------------------------- wide plans
+
+WIDE_SIZES = (1_000, 8_000, 64_000)
+WIDE_SLOTS = (1, 32)
+
+
+async def _wide_run(n: int, slots: int) -> float:
+    from langchain_core.tools import tool
+
+    from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+    from soothe_planner.dag.plan_manager import PlanManager
+    from soothe_planner.execution import StepExecutor
+    from soothe_planner.models import AgentDecision, StepAction
+
+    @tool
+    async def noop(query: str = "") -> str:
+        """Do nothing, at once."""
+        return "ok"
+
+    pm = PlanManager("wide plan", max_plan_steps=n)
+    pm.ingest(AgentDecision(steps=[StepAction(id=f"s{i}", description=f"part {i}", tools=["noop"]) for i in range(n)]))
+    controller = ConcurrencyController(ConcurrencyPolicy(max_parallel_steps=slots, global_max_llm_calls=0))
+    executor = StepExecutor(tools=[noop], controller=controller)
+    gc.collect()
+    t0 = time.perf_counter()
+    results = await executor.run(pm)
+    elapsed = time.perf_counter() - t0
+    if len(results) != n or not all(r.success for r in results):
+        raise RuntimeError(f"wide run finished {len(results)} of {n} steps")
+    return elapsed
+
+
+def run_wide(sizes: tuple[int, ...], slots: tuple[int, ...]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for n in sizes:
+        flat = RandomDag(f"wide-{n}", deps=[[] for _ in range(n)], cost=[1.0] * n)
+        row: dict[str, Any] = {"steps": n, "load_before": loadavg()}
+        for k in slots:
+            row[f"executor_s_slots_{k}"] = asyncio.run(_wide_run(n, k))
+        row["manager_one_at_a_time_s"] = _manager_walk_one_at_a_time(flat)
+        row["load_after"] = loadavg()
+        rows.append(row)
+    first = rows[0]
+    timed = [*(f"executor_s_slots_{k}" for k in slots), "manager_one_at_a_time_s"]
+    for r in rows:
+        for key in timed:
+            r[f"{key}_per_step_vs_smallest"] = (r[key] / r["steps"]) / (first[key] / first["steps"])
+    return rows
 
 
 # --------------------------------------------------------------------------- loop overhead
@@ -233,12 +316,17 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench scale", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="sizes 1k/10k, fewer repeats")
     ap.add_argument("--skip-loop", action="store_true", help="only the PlanManager part")
+    ap.add_argument("--only-wide", action="store_true", help="only the wide-plan part")
     args = ap.parse_args(argv)
     sizes = (1_000, 10_000) if args.quick else SIZES
     payload: dict[str, Any] = {"quick": args.quick}
+    if args.only_wide:
+        args.skip_loop = True
 
     if not args.skip_loop:
+        load = loadavg()
         loop = asyncio.run(_loop_iteration_times(10 if args.quick else 50, 20))
+        loop["load_before"], loop["load_after"] = load, loadavg()
         payload["loop_iteration"] = loop
         print("Framework time per loop iteration (20-step plan, zero-latency model, instant tools)\n")
         print(
@@ -260,7 +348,35 @@ def main(argv: list[str]) -> int:
         )
         print()
 
-    sc = run_scale(sizes, repeats=3 if args.quick else 5)
+    if not args.only_wide:
+        _print_plan_manager(payload, sizes, args.quick)
+    wide_sizes = WIDE_SIZES[:2] if args.quick else WIDE_SIZES
+    wide = run_wide(wide_sizes, WIDE_SLOTS)
+    payload["wide_plans"] = wide
+    print("\nWide plans: N independent steps through StepExecutor.run (instant coroutine tool)\n")
+    print(
+        table(
+            ["steps", *[f"{k} slot{'s' if k > 1 else ''}: s" for k in WIDE_SLOTS],
+             *[f"{k} slot{'s' if k > 1 else ''}: per-step vs 1k" for k in WIDE_SLOTS],
+             "manager alone, one at a time: ms", "per-step vs 1k", "load (1-min avg) before / after"],
+            [
+                [r["steps"], *[r[f"executor_s_slots_{k}"] for k in WIDE_SLOTS],
+                 *[r[f"executor_s_slots_{k}_per_step_vs_smallest"] for k in WIDE_SLOTS],
+                 r["manager_one_at_a_time_s"] * 1000, r["manager_one_at_a_time_s_per_step_vs_smallest"],
+                 f"{r['load_before'][0]:.2f} / {r['load_after'][0]:.2f}"]
+                for r in wide
+            ],
+        )
+    )
+    path = write_results("scale", payload)
+    print(f"\nwrote {path.name}")
+    return 0
+
+
+def _print_plan_manager(payload: dict[str, Any], sizes: tuple[int, ...], quick: bool) -> None:
+    load = loadavg()
+    sc = run_scale(sizes, repeats=3 if quick else 5)
+    sc["load_before"], sc["load_after"] = load, loadavg()
     payload["plan_manager"] = sc
     print("PlanManager ingest + full ready walk (random layered DAG, ≤ 3 deps/step)\n")
     print(
@@ -269,6 +385,7 @@ def main(argv: list[str]) -> int:
                 "steps",
                 "ingest ms",
                 "walk ms",
+                "one-at-a-time walk ms",
                 "total ms",
                 "µs/step",
                 "per-step vs 1k",
@@ -280,6 +397,7 @@ def main(argv: list[str]) -> int:
                     r["steps"],
                     r["ingest_s"] * 1000,
                     r["walk_s"] * 1000,
+                    r["walk_one_at_a_time_s"] * 1000,
                     r["total_s"] * 1000,
                     r["us_per_step"],
                     r["per_step_vs_smallest"],
@@ -300,6 +418,4 @@ def main(argv: list[str]) -> int:
         f"of which the manager's own: {sc['manager_peak_memory_bytes'] / 2**20:.1f} MiB "
         "(the rest is the decision and results it is given)"
     )
-    path = write_results("scale", payload)
-    print(f"\nwrote {path.name}")
-    return 0
+    print(f"load average (1/5/15 min) before: {sc['load_before']}, after: {sc['load_after']}")

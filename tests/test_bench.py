@@ -65,3 +65,40 @@ def test_economy_scenarios_need_one_to_six_iterations_and_include_failures() -> 
     assert {s.stages for s in scenarios} == {1, 2, 3, 4}
     assert sum(bool(s.fail_attempts) for s in scenarios) >= 10
     assert all(1 <= s.stages + len(s.fail_attempts) <= 6 for s in scenarios)
+
+
+def test_the_economy_oracle_plans_only_from_facts_in_the_prompt_and_re_reads_what_it_cannot_see() -> None:
+    from bench.economy_world import GtStep, Scenario, World
+
+    sc = Scenario("t", "goal", [GtStep("g0", "find", "search", [], 0), GtStep("g1", "use", "compute", ["g0"], 1)], set())
+    world = World(sc)
+    out = world.run("[[g0]] find")
+    assert world.fact("g0") in out
+    # The fact is in the prompt: the next step is planned with it written into its task.
+    (step,) = world.next_round(f"evidence: {out}")
+    assert step.id == "g1" and world.fact("g0") in step.text
+    # Cut from the prompt: a re-read of g0 instead, and g1 waits.
+    (reread,) = world.next_round("evidence: (an excerpt without the fact)")
+    assert reread.text.startswith("[[r:g0]]") and world.fact("g0") in world.run(reread.text)
+    assert world.rereads == 1
+    with pytest.raises(RuntimeError, match="missing input for g1"):
+        world.run("[[g1]] use")  # the tool refuses a task without its input
+
+
+async def test_ours_is_counted_with_the_intake_and_synthesis_calls_the_shipped_config_makes() -> None:
+    from bench.economy import run_ours
+    from bench.economy_world import make_scenarios
+
+    sc = next(s for s in make_scenarios(8, seed=11) if s.stages == 1 and not s.fail_attempts)
+    tally = await run_ours(sc)
+    assert tally.completed
+    assert tally.kinds[0] == "RouteIntake" and tally.kinds[-1] == "text"  # intake first, synthesis last
+    assert tally.kinds.count("GeneratePlan") >= 1
+
+
+def test_compaction_keeps_new_entries_whole_and_older_ones_as_an_excerpt() -> None:
+    from bench.economy_baselines import EXCERPT, _compacted
+
+    old, new = "x" * 500, "y" * 500
+    shown = _compacted([old, new], 1)
+    assert shown[1] == new and len(shown[0]) == EXCERPT and shown[0].endswith("…")

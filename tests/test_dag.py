@@ -369,3 +369,34 @@ def test_state_changes_read_back_like_plain_assignment() -> None:
     assert node == expected and node.model_fields_set >= {"status", "result", "attempts"}
     assert dag.waiting_count("b") == 0
     assert PlanStep.model_validate(node.model_dump(mode="json")) == node
+
+
+# --------------------------------------------------------------------------- ReadyFeed
+
+
+def test_ready_feed_starts_with_the_ready_set_then_gives_only_what_became_ready() -> None:
+    dag = PlanDAG([act("a"), act("b"), act("c", "a"), act("d", "a", "b")])
+    with dag.watch_ready() as feed:
+        assert feed.drain() == ["a", "b"]
+        assert feed.drain() == []
+        dag.mark_in_progress("a")
+        dag.complete("a", ok("a"))
+        assert feed.drain() == ["c"]  # d still waits on b
+        dag.mark_in_progress("b")
+        dag.retry("b", bad("b"))
+        assert feed.drain() == ["b"]  # a retried step enters the ready set again
+        dag.mark_in_progress("b")
+        dag.complete("b", ok("b"))
+        dag.add([act("e", "b")])
+        assert feed.drain() == ["d", "e"]
+
+
+def test_a_closed_ready_feed_is_no_longer_fed() -> None:
+    dag = PlanDAG([act("a"), act("b", "a")])
+    feed = dag.watch_ready()
+    other = dag.watch_ready()
+    feed.close()
+    dag.mark_in_progress("a")
+    dag.complete("a", ok("a"))
+    assert feed.drain() == ["a"] and other.drain() == ["a", "b"]
+    assert dag.is_ready("b") and not dag.is_ready("a")

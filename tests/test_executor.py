@@ -133,6 +133,30 @@ async def test_slow_branch_does_not_hold_back_an_unrelated_branch() -> None:
     assert {r.step_id: r.output for r in results}["a"] == "slow:released"
 
 
+class _CountingManager(PlanManager):
+    """Counts the steps handed out by ``ready_steps``: what a scheduler rescanning the ready set pays."""
+
+    steps_read = 0
+
+    def ready_steps(self, limit: int | None = None) -> list[Any]:
+        out = super().ready_steps(limit)
+        self.steps_read += len(out)
+        return out
+
+
+async def test_a_wide_plan_on_one_slot_is_not_rescanned_after_every_completion() -> None:
+    n = 300
+    pm = _CountingManager("wide", max_plan_steps=n)
+    pm.ingest(AgentDecision(steps=[StepAction(id=f"s{i}", description=f"part {i}", tools=["a"]) for i in range(n)]))
+    controller = ConcurrencyController(ConcurrencyPolicy(max_parallel_steps=1, global_max_llm_calls=0))
+    rec = Recorder()
+    results = await run(StepExecutor(tools=[echo_tool("a")], controller=controller), pm, on_event=rec)
+    assert len(results) == n and all(r.success for r in results)
+    # Reading every ready step once per completion would hand out n(n+1)/2 = 45,150 of them.
+    assert pm.steps_read <= n
+    assert rec.order("step_started") == [f"s{i}" for i in range(n)]  # equal priority: plan order
+
+
 async def test_sequential_mode_runs_one_step_at_a_time_in_topological_order() -> None:
     in_flight = 0
     peak = 0

@@ -133,14 +133,17 @@ async def test_gold_plans_fed_through_the_planner_score_one() -> None:
         s = score(plan_as_workflow(plan), gold)
         assert s.valid and (s.node_f1, s.edge_f1) == (1.0, 1.0), text
     if DATA.is_dir():
-        from bench.worfbench import load_items
+        from bench.worfbench import gold_of, load_items
 
-        scores = await run_sanity(sample(load_items(DATA), 12, seed=3))
+        chosen = sample(load_items(DATA), 12, seed=3)
+        answers = await run_sanity(chosen)
+        scores = [score(parse_workflow(a), gold_of(it)) for a, it in zip(answers, chosen, strict=True)]
         assert len(scores) == 12 and all(s.valid and s.node_f1 == s.edge_f1 == 1.0 for s in scores)
 
 
-async def test_one_planner_run_gives_the_no_reask_and_the_full_scores() -> None:
-    from bench.worfbench import _planner, workflow_as_generate_plan
+async def test_one_planner_run_gives_the_no_reask_and_the_full_answers() -> None:
+    from bench.worfbench import workflow_as_generate_plan
+    from bench.worfbench_variants import RawRecorder, planner_answers
     from soothe_planner.models import PlannerSettings
     from soothe_planner.testing import ScriptedChatModel
 
@@ -151,40 +154,147 @@ async def test_one_planner_run_gives_the_no_reask_and_the_full_scores() -> None:
     item = {"conversations": [{}, {"content": "plan a trip"}, {"content": GOLD_DIAMOND}]}
     settings = PlannerSettings(max_plan_steps=8, transport_backoff_s=0.0)
 
-    first_try = await _planner(ScriptedChatModel(responses=[good]), settings, item)
-    assert [(s.valid, s.node_f1) for s in first_try] == [(True, 1.0), (True, 1.0)]
+    def lexical(answer: object) -> tuple[bool, float]:
+        s = score(parse_workflow(answer.text), gold) if answer.ok else None  # type: ignore[attr-defined]
+        return (s.valid, s.node_f1) if s else (False, 0.0)
+
+    no_reask, full, _ = await planner_answers(ScriptedChatModel(responses=[good]), settings, item, RawRecorder())
+    assert lexical(no_reask) == lexical(full) == (True, 1.0)
     model = ScriptedChatModel(responses=[cyclic, good])
-    no_reask, full = await _planner(model, settings, item)
-    assert len(model.calls) == 2
-    assert (no_reask.valid, no_reask.node_f1) == (False, 0.0)  # retries=0 would have stopped at the cycle
-    assert (full.valid, full.node_f1, full.edge_f1) == (True, 1.0, 1.0)
+    no_reask, full, stats = await planner_answers(model, settings, item, RawRecorder())
+    assert len(model.calls) == 2 and stats["reask"] == 1
+    assert lexical(no_reask) == (False, 0.0)  # retries=0 would have stopped at the cycle
+    assert lexical(full) == (True, 1.0)
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
 def test_parts_merge_into_the_run_one_process_would_report(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import dataclasses
-
     import bench._common as common
-    from bench.worfbench import VARIANTS, load_items, main, sample
+    from bench.worfbench import VARIANTS, gold_text, load_items, main, sample
 
     monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
     chosen = sample(load_items(DATA), 4, 2410)
-    ok = wscore.GraphScore(True, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
-    bad = wscore.GraphScore(False, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, ["planner error"])
     for k in (0, 1):
-        ids = [str(it["id"]) for i, it in enumerate(chosen) if i % 2 == k]
-        scores = {v: [dataclasses.asdict(ok if v == "planner, full" or k == 0 else bad) for _ in ids] for v in VARIANTS}
+        runs = {}
+        for i, it in enumerate(chosen):
+            if i % 2 != k:
+                continue
+            good = {"text": gold_text(it), "ok": True, "raw": [], "error": "", "notes": []}
+            bad = {"text": "", "ok": False, "raw": ["prose"], "error": "no plan", "notes": []}
+            runs[str(it["id"])] = {"subset": it["source"], "planner_stats": {},
+                                   "answers": {v: good if v == "planner, full" or k == 0 else bad for v in VARIANTS}}
         common.write_results(f"worfbench.part-{k}-of-2", {"seed": 2410, "config": "default.yaml",
                                                           "items_requested": 4, "part": [k, 2],
-                                                          "elapsed_s": 10.0 + k, "item_ids": ids, "scores": scores})
-    assert main(["--merge", "2", "--n", "4", "--data", str(DATA)]) == 0
+                                                          "elapsed_s": 10.0 + k, "runs": runs})
+    assert main(["--merge", "2", "--n", "4", "--data", str(DATA), "--similarity", "exact"]) == 0
     merged = json.loads((tmp_path / "worfbench.json").read_text())
     assert merged["items_done"] == 4 and merged["elapsed_s"] == 11.0
-    assert merged["summary"]["planner, full"]["validity"] == 1.0
-    assert merged["summary"]["single call"]["validity"] == 0.5
-    assert sorted(merged["item_ids"]) == sorted(str(it["id"]) for it in chosen)
+    assert merged["summary"]["planner, full"]["all"]["ours_validity"] == 1.0
+    assert merged["summary"]["single call (two-shot)"]["all"]["ours_validity"] == 0.5
+    assert merged["summary"]["single call (two-shot)"]["all"]["f1_chain_corrected"] == 0.5
+    assert sorted(r["id"] for r in merged["per_item"]) == sorted(str(it["id"]) for it in chosen)
+    saved = json.loads((tmp_path / "worfbench.answers.json").read_text())
+    assert saved["runs"][str(chosen[1]["id"])]["answers"]["structured single call"]["raw"] == ["prose"]
+    # the saved answers score again without a model, to the same numbers
+    assert main(["--rescore", "--n", "4", "--data", str(DATA), "--similarity", "exact"]) == 0
+    assert json.loads((tmp_path / "worfbench.json").read_text())["summary"] == merged["summary"]
     # a part from another run is refused, naming the mismatch
     with pytest.raises(SystemExit, match="seed 2410, 4 items"):
         main(["--merge", "2", "--n", "6", "--data", str(DATA)])
+
+
+# --------------------------------------------------------------------------- the four variants
+
+
+def _tool_item(source: str = "seal_tools") -> dict[str, object]:
+    return {
+        "id": "x_1",
+        "source": source,
+        "conversations": [
+            {"role": "system", "content": "You are a helpful task planner."},
+            {"role": "user", "content": "Task: plan a trip " + "with many details " * 300},
+            {"role": "assistant", "content": GOLD_DIAMOND},
+        ],
+    }
+
+
+def test_the_two_shot_prompt_is_system_examples_then_the_whole_task() -> None:
+    from bench.worfbench_variants import two_shot_messages
+
+    item = _tool_item()
+    msgs = two_shot_messages(item)
+    assert [m.type for m in msgs] == ["system", "human", "ai", "human", "ai", "human"]
+    assert msgs[-1].content == "Now it's your turn.\n" + item["conversations"][1]["content"]  # type: ignore[index]
+    assert msgs[1].content == two_shot_messages(_tool_item("toolbench"))[1].content  # seal_tools borrows toolbench's
+    assert "(START,1)" in msgs[2].content
+
+
+async def test_every_variant_answers_with_its_raw_output_saved() -> None:
+    from bench.worfbench import gold_of, workflow_as_generate_plan
+    from bench.worfbench_variants import RawRecorder, planner_answers, single_call, structured_single_call
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    item = _tool_item()
+    plan = workflow_as_generate_plan(gold_of(item))  # type: ignore[arg-type]
+    bold = "Sure!\n```\n**Node:**\n1. search flights to Paris\n**Edge:** (START,1) (1,END)\n```"
+    seen: list[str] = []
+
+    def answer(call: object) -> object:
+        text = "\n".join(m.text for m in call.messages)  # type: ignore[attr-defined]
+        seen.append(text)
+        return bold if call.schema_name is None else plan  # type: ignore[attr-defined]
+
+    model, recorder = FunctionChatModel(answer), RawRecorder()
+    model.callbacks = [recorder]
+    settings = PlannerSettings(max_plan_steps=10, transport_backoff_s=0.0)
+    one = await single_call(model, item, recorder)
+    structured = await structured_single_call(model, settings, item, recorder)
+    no_reask, full, _ = await planner_answers(model, settings, item, recorder)
+    assert one.text == bold and one.raw == [bold]
+    assert structured.ok and structured.text == full.text == no_reask.text
+    assert "book a hotel in Paris" in structured.raw[0]  # the tool call's arguments, as JSON
+    assert full.text.startswith("Node:\n1: search flights to Paris") and "(1,3) (2,3)" in full.text
+    whole = ("with many details " * 300).strip()
+    assert len(seen) == 3 and all(whole in text for text in seen)  # the task is never cut
+
+
+async def test_the_structured_single_call_takes_no_repair() -> None:
+    from bench.worfbench_variants import RawRecorder, structured_single_call
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    # A dependency on a made-up id would be dropped by the planner's repairs; here it fails the schema
+    # only if malformed, so send a reply that does not fit the schema at all.
+    model = FunctionChatModel(lambda call: {"plan_action": "new", "steps": "not a list"})
+    out = await structured_single_call(model, PlannerSettings(transport_backoff_s=0.0), _tool_item(), RawRecorder())
+    assert not out.ok and "does not fit the schema" in out.error
+
+
+def test_a_plan_becomes_answer_text_with_start_end_and_its_dangling_edges_noted() -> None:
+    from bench.worfbench_variants import plan_answer
+
+    text, notes = plan_answer([("a", "first", []), ("b", "second", ["a", "zz"]), ("c", "third", [])])
+    assert text == "Node:\n1: first\n2: second\n3: third\nEdge: (START,1) (START,3) (1,2) (2,END) (3,END)"
+    assert notes == ["step 'b' depends on 'zz', which is not a step: edge dropped"]
+
+
+async def test_a_model_run_saves_every_variant_of_every_item() -> None:
+    from types import SimpleNamespace
+
+    from bench.worfbench import _run_items, gold_of, workflow_as_generate_plan
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    items = [dict(_tool_item(), id=f"x_{i}") for i in range(2)]
+    plan = workflow_as_generate_plan(gold_of(items[0]))  # type: ignore[arg-type]
+    model = FunctionChatModel(lambda call: "OK" if call.schema_name is None else plan)
+    base = SimpleNamespace(model=model, settings=PlannerSettings(max_plan_steps=3, transport_backoff_s=0.0))
+    runs, _ = await _run_items(items, base, max_seconds=600, max_steps=10)
+    assert list(runs) == ["x_0", "x_1"]
+    for run in runs.values():
+        assert run["answers"]["single call (two-shot)"]["raw"] == ["OK"]
+        assert all(a["ok"] for v, a in run["answers"].items() if v != "single call (two-shot)")
+        assert run["answers"]["planner, full"]["text"].startswith("Node:\n1: search flights to Paris")

@@ -12,6 +12,7 @@ from soothe_planner.dag.arg_schema import (
 )
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
+    ReadyFeed,
     blocked_result,
     find_cycle,
     latest_results,
@@ -48,6 +49,7 @@ __all__ = [
     "PlanDAG",
     "PlanManager",
     "PlanRevision",
+    "ReadyFeed",
     "Reference",
     "StepLike",
     "arg_strings",

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import soothe_planner.dag.render as _plan_render
-from soothe_planner.dag.plan_dag import PlanDAG
+from soothe_planner.dag.plan_dag import PlanDAG, ReadyFeed
 from soothe_planner.dag.step_refs import rename_references
 from soothe_planner.dag.validation import validate_steps
 from soothe_planner.errors import ConfigError, PlanValidationError
@@ -297,6 +297,13 @@ class PlanManager:
     def ready_steps(self, limit: int | None = None) -> list[PlanStep]:
         """Pending steps whose dependencies all completed, in the order they became ready (0/None: all)."""
         return self.dag.ready(limit)
+
+    def is_ready(self, step_id: str) -> bool:
+        return self.dag.is_ready(step_id)
+
+    def watch_ready(self) -> ReadyFeed:
+        """The ids entering the ready set from now on, primed with the current ones (see ``ReadyFeed``)."""
+        return self.dag.watch_ready()
 
     def mark_started(self, step_id: str) -> None:
         self.dag.mark_in_progress(step_id)

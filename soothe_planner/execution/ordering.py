@@ -10,9 +10,10 @@ to ~20% with 4–8 slots. Ties keep plan order (the order steps were added to th
 order is deterministic and, for a plan with no shared chains, the one the plan was written in.
 
 The priorities are computed once, over the manager's nodes and their dependencies, when the
-executor starts a run (a plan only changes between runs, through ``ingest``); picking is then a
-lookup per ready step. A ready step the table does not know (the plan changed under a running
-executor) triggers one recomputation rather than a wrong order.
+executor starts a run (a plan only changes between runs, through ``ingest``); ordering is then a
+lookup per ready step (``key``: the executor keeps the ready steps in a heap by it). A ready step
+the table does not know (the plan changed under a running executor) triggers one recomputation
+rather than a wrong order.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ class StepOrder:
         nodes = self._manager.nodes
         length = remaining_path_lengths(nodes)
         self._key = {n.id: (-length[n.id], i) for i, n in enumerate(nodes)}
+
+    def key(self, step_id: str) -> tuple[int, int]:
+        """The sort key of a step: smaller starts first (longest remaining path, then plan order)."""
+        k = self._key.get(step_id)
+        if k is None:
+            self.refresh()
+            k = self._key[step_id]
+        return k
 
     def priority(self, step_id: str) -> int:
         """The step's remaining path length (1 for a step nothing depends on)."""

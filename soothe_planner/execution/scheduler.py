@@ -14,9 +14,12 @@ topological order.
 **Which ready step first.** The loop starts no more steps than the controller has step slots, so
 when more steps are ready than slots are free it chooses — longest remaining path first, ties in
 plan order (``ordering.StepOrder``, computed once per run) — rather than leaving the order to the
-slot queue, which serves whoever asked first. Per step the loop does O(1) work: completions arrive
-through a queue, and a step's task is rendered from a lookup of the results it names rather than a
-copy of every result so far.
+slot queue, which serves whoever asked first. Per completion the loop does O(log ready) work, not
+O(ready): the ready steps wait in a heap keyed by that order, fed by the manager's ``ReadyFeed``
+with only the ids a completion made ready (re-reading and re-sorting every ready step after each
+completion made a wide plan quadratic: 8,000 independent steps on one slot took 25× the time of
+1,000). Completions arrive through a queue, and a step's task is rendered from a lookup of the
+results it names rather than a copy of every result so far.
 
 **Failures are results.** A denied tool (``policy_denied``), a bad reference
 (``bad_reference``), a tool exception (``tool_error``), an agent or subagent exception
@@ -45,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+import heapq
 import inspect
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -219,20 +223,26 @@ class StepExecutor:
         slots = self.controller.step_limit or None
         max_running = 1 if execution_mode == "sequential" else slots
         order = StepOrder(manager)  # computed once per run: the plan only changes between runs
+        feed = manager.watch_ready()
+        queued: list[tuple[tuple[int, int], str]] = []  # ready step ids, a heap by order.key
         running: dict[asyncio.Task[tuple[StepResult, bool]], PlanStep] = {}
         finished: asyncio.Queue[asyncio.Task[tuple[StepResult, bool]]] = asyncio.Queue()
         results: list[StepResult] = []
         try:
             while True:
+                for sid in feed.drain():
+                    heapq.heappush(queued, (order.key(sid), sid))
                 room = None if max_running is None else max_running - len(running)
-                if room is None or room > 0:
-                    ready = manager.ready_steps()
-                    for step in order.pick(ready, room) if ready else ():
-                        manager.mark_started(step.id)
-                        node = manager.node(step.id)
-                        task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal, scope))
-                        task.add_done_callback(finished.put_nowait)
-                        running[task] = node
+                while queued and (room is None or room > 0):
+                    sid = heapq.heappop(queued)[1]
+                    if not manager.is_ready(sid):  # queued twice (a retry re-enters): started already
+                        continue
+                    manager.mark_started(sid)
+                    node = manager.node(sid)
+                    task = asyncio.create_task(self._run_one(manager, node, emit, thread_id, journal, scope))
+                    task.add_done_callback(finished.put_nowait)
+                    running[task] = node
+                    room = None if room is None else room - 1
                 if not running:
                     break
                 # One completion at a time, plus any others already done: O(1) per step, where
@@ -251,6 +261,7 @@ class StepExecutor:
                         results.append(skipped)
                         await emit.completed(skipped)
         finally:
+            feed.close()
             for task in running:
                 task.cancel()
             if running:
