@@ -188,3 +188,25 @@ async def test_concurrent_runs_of_one_traced_graph_are_separate_traces_and_a_res
         steps = [s for s in mine if s.name == "step:find" and attr(s, "langfuse.observation.type") != "generation"]
         assert len(steps) == 1, thread  # each run's step under its own trace, none under the other's
     assert {format(s.context.trace_id, "032x") for s in spans} == {trace_id_for("t-a"), trace_id_for("t-b")}
+
+
+async def test_the_server_builds_each_run_from_its_context_on_the_process_wide_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soothe_planner.graph import recursion_limit_for
+    from soothe_planner.server import _process, graph_for_run
+
+    _config(tmp_path, monkeypatch, run={"approval": False})
+    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL")  # the model comes from the config, or the run's context
+    (tmp_path / "other.json").write_text(json.dumps(SCRIPT))
+    seen = _spy(monkeypatch)
+    graph = graph_for_run({"approval": True, "max_iterations": 2, "model": "scripted:other.json", "user": "x"})
+    assert seen[-1]["approval"] is True and seen[-1]["max_iterations"] == 2
+    assert seen[-1]["model_name"] == f"scripted:{tmp_path / 'other.json'}"  # relative to the config's folder
+    assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)
+    paused = await graph.ainvoke(goal_input(GOAL, thread_id="ctx"), run_config("ctx", 2))
+    assert "__interrupt__" in paused and paused["status"] == "running"  # approval, from the context
+    process = _process()
+    assert set(process.pool.built) >= {f"scripted:{tmp_path / 'other.json'}"}  # built once, kept for later runs
+    with pytest.raises(ValueError, match="run context max_iterations = 'two'"):
+        graph_for_run({"max_iterations": "two"})
