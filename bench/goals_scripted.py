@@ -14,9 +14,10 @@ of three actors against whichever suite is given, reading what to do from the go
   workspace violation and must not be a success.
 
 The actors speak each strategy's protocol by schema name: the StrangeLoop's ``RouteIntake``,
-``AssessStatus`` and ``GeneratePlan``, plan-and-execute's ``PlanSteps`` and ``Replan``; any
-agent call with tools bound is answered with tool calls, then a final text; a plain call gets the
-answer. An unknown schema is a loud error naming it, so a renamed planner schema is found here
+``AssessStatus`` and ``GeneratePlan`` (a typed ``write_file`` step per file, then a model step for
+the answer), plan-and-execute's ``PlanSteps`` and ``Replan``; any agent call with tools bound is
+answered with tool calls, then a final text; a plain call gets the answer (with the marker when it
+is a step's call). An unknown schema is a loud error naming it, so a renamed planner schema is found here
 rather than read as a model failure. The goal is found in the prompt by a ``[goal:ID]`` tag the
 actor puts in every step it plans, else by the longest goal text the prompt contains.
 """
@@ -163,7 +164,8 @@ class Actor:
             return self._agent_turn(goal, call)
         schema = call.schema_name
         if schema is None:
-            return self.answer(goal)
+            # A step's model call carries the tagged step text; the final answer's call does not.
+            return f"{self.answer(goal)} {MARKER}" if _TAG.search(call.last_text) else self.answer(goal)
         if schema == "RouteIntake":
             if self.actor == "liar":
                 return {"route": "trivial", "answer": LIE}
@@ -173,8 +175,13 @@ class Actor:
             return {"status": "done" if finished else "continue", "goal_progress": 1.0 if finished else 0.0,
                     "confidence": 0.9, "summary": "the step reported its work" if finished else "nothing done yet"}
         if schema == "GeneratePlan":
+            # Each write is a typed write_file step; the answer is a model step after them.
+            writes = [{"id": f"w{i}", "description": f"write {path} [goal:{goal.id}]", "depends_on": [],
+                       "tool": "write_file", "args": {"path": path, "content": text}}
+                      for i, (path, text) in enumerate(self.writes(goal), 1)]
+            answer = {"id": "s1", "description": step_text(goal), "depends_on": [w["id"] for w in writes]}
             return {"plan_action": "new", "execution_mode": "dependency", "next_action": "do the work",
-                    "steps": [{"id": "s1", "description": step_text(goal), "depends_on": [], "tools": []}]}
+                    "steps": [*writes, answer]}
         if schema == "PlanSteps":
             return {"steps": [step_text(goal)]}
         if schema == "Replan":

@@ -47,7 +47,8 @@ __all__ = [
 ]
 
 StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
-ExecutionHint = Literal["tool", "subagent", "remote", "auto"]
+ExecutionHint = Literal["tool", "subagent", "remote", "auto", "agent"]
+"""How a step asks to run; ``agent``: a ReAct agent, for a step whose arguments cannot be known when planning."""
 ExecutionMode = Literal["sequential", "dependency"]
 """How a decision's steps are scheduled: ``dependency`` (each step once its own dependencies finished,
 within the concurrency limits) or ``sequential`` (one at a time, in dependency order)."""

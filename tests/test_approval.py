@@ -42,6 +42,14 @@ def test_rendering_lists_steps_and_draws_a_mermaid_graph() -> None:
     assert "```mermaid" in text and "n_s1 --> n_s_2" in text
 
 
+def test_rendering_shows_a_typed_steps_args_so_a_write_is_approved_with_what_it_writes() -> None:
+    typed = {"id": "w", "description": "save", "tool": "write_file", "depends_on": ["m"],
+             "args": {"path": "REPORT.md", "content": "{{m.output}}"}}
+    text = render_decision({"steps": [{"id": "m", "description": "compose", "depends_on": []}, typed]})
+    assert '- w: save [write_file {"path": "REPORT.md", "content": "{{m.output}}"}] after m' in text
+    assert "- m: compose [model step, no tools]" in text
+
+
 @pytest.mark.parametrize(
     ("reply", "approved"),
     [({"approved": True}, True), (True, True), ({"approved": False, "feedback": "no"}, False),

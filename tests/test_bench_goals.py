@@ -311,8 +311,9 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     assert "| report | success |" in printed
     # the audit trail: what the run did to write the file is in the results
     detail = actors["honest"]["goals"][0]["detail"]
-    if strategy == "ours":
-        assert [s["status"] for s in detail["steps"]] == ["completed"]
+    if strategy == "ours":  # a typed write step, then a model step for the answer
+        assert [(s["tool"], s["status"]) for s in detail["steps"]] == [("write_file", "completed"), (None, "completed")]
+        assert detail["steps"][0]["args"]["path"] == "REPORT.md"
     else:
         calls = detail["tool_calls"] if strategy == "react" else detail["steps"][0]["tool_calls"]
         assert calls and calls[0].startswith('write_file({"path": "REPORT.md"')

@@ -27,7 +27,8 @@ PLAN = {
 SCRIPT = {  # no RouteIntake: a routing call would exhaust the script
     "AssessStatus": [{"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "found"}],
     "GeneratePlan": [PLAN],
-    "text": [{"name": "search_text", "args": {"pattern": "TODO"}}, "Found 5 TODO lines.", "There are 5."],
+    # the step names one tool with structured arguments: one call fills them in, then the tool runs
+    "text": [{"pattern": "TODO"}],
 }
 
 
@@ -118,7 +119,7 @@ async def test_the_server_graph_skips_the_routing_call_when_intake_is_off(
     _config(tmp_path, monkeypatch, run={"approval": False})
     final = await (await make_graph()).ainvoke(goal_input(GOAL, thread_id="s"), run_config("s", 4))
     assert final["status"] == "done" and final["intake"] == "complex"
-    assert "Found 5 TODO lines." in final["final_answer"]  # synthesize: false, the step summary
+    assert "src/notes.py:11: # TODO: reject empty notes" in final["final_answer"]  # synthesize: false, the step summary
 
 
 @pytest.mark.usefixtures("no_langfuse_env")

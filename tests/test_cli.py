@@ -24,10 +24,8 @@ PLAN = {
         {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
     ],
 }
-TOOL_TEXT = [
-    {"name": "search_text", "args": {"pattern": "TODO"}}, "Found 5 TODO lines.",
-    {"name": "list_dir", "args": {"recursive": True}}, "4 files.",
-]
+# Each step names one tool with structured arguments: one call fills them in, then the tool runs.
+TOOL_TEXT: list[Any] = [{"pattern": "TODO"}, {"recursive": True}]
 
 
 def _assess(status: str, progress: float) -> dict[str, Any]:
@@ -83,7 +81,7 @@ def test_run_json_prints_one_document(tmp_path: Path, capsys: pytest.CaptureFixt
     report = _json(capsys)
     assert report["status"] == "done" and report["final_answer"] == "There are 5 TODO lines."
     assert [(s["id"], s["status"]) for s in report["steps"]] == [("find", "completed"), ("files", "completed")]
-    assert report["steps"][0]["result"] == "Found 5 TODO lines."
+    assert "TODO" in report["steps"][0]["result"] and ".py:" in report["steps"][0]["result"]  # the tool's own output
     assert len(report["thread_id"]) == 12  # a new thread id when none is given
 
 
@@ -107,7 +105,7 @@ def test_run_that_never_finishes_exits_1(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_run_with_a_failing_step_blocks_its_dependent(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # no "text" replies: the step's agent call fails, so the step fails and its dependent is skipped
+    # no "text" replies: the step's argument call fails, so the step fails and its dependent is skipped
     script = {
         "RouteIntake": [{"route": "complex", "answer": ""}],
         "AssessStatus": [_assess("continue", 0.0), _assess("continue", 0.2)],
@@ -117,6 +115,10 @@ def test_run_with_a_failing_step_blocks_its_dependent(tmp_path: Path, capsys: py
     assert main(["run", "--json", "--config", str(cfg), "goal"]) == EXIT_FAILED
     report = _json(capsys)
     assert {s["id"]: s["status"] for s in report["steps"]} == {"find": "failed", "files": "skipped"}
+    # one line says why: the loop's error and the step that failed, with its kind
+    assert report["why"].startswith("max_iterations (1) reached; 1 step(s) failed, the last find: model_error:")
+    assert main(["show", "--config", str(cfg), "--thread", report["thread_id"]]) == EXIT_FAILED
+    assert "failed: max_iterations (1) reached; 1 step(s) failed" in capsys.readouterr().out
 
 
 def test_config_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

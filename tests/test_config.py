@@ -296,6 +296,19 @@ def test_subagents_are_react_agents_over_their_tool_subset() -> None:
     assert caps["reader"].kind == "subagent" and caps["reader"].description == "Reads files"
 
 
+def test_step_call_caps_and_text_call_recovery_reach_the_executor() -> None:
+    config = config_from_dict({"execution": {
+        "workspace": str(ROOT / "examples" / "workspace"),
+        "step_calls": {"model_step": 300, "agent": None},
+        "recover_text_tool_calls": False,
+    }})
+    executor = resolve_executor(config, _scripted())
+    assert (executor.calls.model_step, executor.calls.tool_args, executor.calls.agent) == (300, 512, None)
+    assert executor.runner.recover_text_tool_calls is False
+    with pytest.raises(ConfigError, match=r"execution\.step_calls\.tool_args"):
+        config_from_dict({"execution": {"step_calls": {"tool_args": 2}}})
+
+
 def test_scripted_model_file_formats(tmp_path: Path) -> None:
     from soothe_planner.testing import FunctionChatModel, ScriptedChatModel
 

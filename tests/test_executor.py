@@ -460,7 +460,22 @@ def _write_tool(log: list[dict[str, Any]]) -> StructuredTool:
     return StructuredTool.from_function(write_file, name="write_file", description="Write a file.")
 
 
-async def test_structured_tool_step_runs_an_agent_offered_only_the_steps_tools() -> None:
+async def test_one_structured_tool_gets_its_args_from_one_forced_call_not_an_agent() -> None:
+    from soothe_planner.testing import ScriptedChatModel
+
+    written: list[dict[str, Any]] = []
+    model = ScriptedChatModel(responses=[{"path": "a.txt", "content": "hi"}])
+    controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
+    ex = StepExecutor(tools=[_write_tool(written), echo_tool("other")], agent_model=model, controller=controller)
+    (res,) = await run(ex, _manager([{"id": "s1", "description": "write hi to a.txt", "tools": ["write_file"]}]))
+    assert res.success and res.output == "wrote a.txt"
+    assert written == [{"path": "a.txt", "content": "hi"}]
+    (call,) = model.calls
+    assert call.tools == ["write_file"] and call.tool_choice in ("write_file", {"type": "function", "function": {"name": "write_file"}})
+    assert controller.total_llm_calls == 1 and controller.calls_by_phase == {"step-args": 1}
+
+
+async def test_a_step_listing_several_tools_runs_an_agent_offered_only_those_tools() -> None:
     from soothe_planner.testing import ScriptedChatModel
 
     written: list[dict[str, Any]] = []
@@ -475,26 +490,27 @@ async def test_structured_tool_step_runs_an_agent_offered_only_the_steps_tools()
     )
     controller = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=1))
     ex = StepExecutor(
-        tools=[_write_tool(written), echo_tool("other")], agent_model=model, controller=controller
+        tools=[_write_tool(written), echo_tool("other"), echo_tool("third")], agent_model=model, controller=controller
     )
     (res,) = await run(
-        ex, _manager([{"id": "s1", "description": "write hi to a.txt", "tools": ["write_file"]}])
+        ex, _manager([{"id": "s1", "description": "write hi to a.txt", "tools": ["write_file", "other"]}])
     )
     assert res.success and res.output == "done writing"
     assert written == [{"path": "a.txt", "content": "hi"}]
-    assert all(call.tools == ["write_file"] for call in model.calls)
+    assert all(sorted(call.tools) == ["other", "write_file"] for call in model.calls)
     assert controller.total_llm_calls == 2 and controller.peak_llm_calls == 1
 
 
-async def test_default_agent_gets_every_tool_when_a_step_names_none() -> None:
+async def test_the_default_agent_gets_only_read_only_tools() -> None:
     from soothe_planner.testing import ScriptedChatModel
 
     model = ScriptedChatModel(responses=["thought about it"])
-    ex = StepExecutor(tools=[echo_tool("a"), echo_tool("b")], agent_model=model)
-    # plan mode: the plan may only name "a", but the default agent executes with the full set
-    (res,) = await run(ex, _manager([{"id": "s1", "description": "think"}], allowed_capabilities={"a"}))
+    reader = echo_tool("a")
+    reader.metadata = {"read_only": True}
+    ex = StepExecutor(tools=[reader, echo_tool("b")], agent_model=model)
+    (res,) = await run(ex, _manager([{"id": "s1", "description": "think", "execution_hint": "agent"}]))
     assert res.output == "thought about it"
-    assert sorted(model.calls[0].tools) == ["a", "b"]
+    assert model.calls[0].tools == ["a"]
 
 
 async def test_agent_model_failure_is_an_agent_error_result() -> None:
@@ -503,7 +519,8 @@ async def test_agent_model_failure_is_an_agent_error_result() -> None:
     ex = StepExecutor(
         tools=[_write_tool([])], agent_model=ScriptedChatModel(responses=[RuntimeError("model down")])
     )
-    (res,) = await run(ex, _manager([{"id": "s1", "description": "w", "tools": ["write_file"]}]))
+    pm = _manager([{"id": "s1", "description": "w", "tools": ["write_file"], "execution_hint": "agent"}])
+    (res,) = await run(ex, pm)
     assert res.error_type == "agent_error" and "model down" in (res.error or "")
 
 

@@ -269,7 +269,8 @@ async def test_an_agent_told_to_escape_the_workspace_gets_refusals_not_files(wor
     pm = PlanManager("g")
     pm.ingest(
         AgentDecision(
-            type="execute_steps", steps=[StepAction(id="s1", description="read everything you can")]
+            type="execute_steps",
+            steps=[StepAction(id="s1", description="read everything you can", tools=["read_file", "write_file"])],
         )
     )
     executor = StepExecutor(tools=list(tools.values()), agent_model=FunctionChatModel(agent))

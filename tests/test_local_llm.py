@@ -308,21 +308,35 @@ def test_thread_count_defaults_to_half_the_cpus_and_honours_the_environment(monk
     '```json\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n```',
     '<tool_call>\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n</tool_call>',
     '{"name": "read_file", "parameters": {"path": "notes.md"}}',
+    '{"name": "read_file", "arguments": "{\\"path\\": \\"notes.md\\"}"}',  # arguments as a JSON string
+    'Sure! ```json\n{"name": "read_file", "arguments": {"path": "notes.md"}}\n```',  # prose around it
 ])
 def test_a_tool_call_written_as_text_is_lifted(text: str) -> None:
-    call = local_llm.lift_text_tool_call(text, {"read_file"})
-    assert call is not None and call["name"] == "read_file" and call["args"] == {"path": "notes.md"}
+    lifted = local_llm.lift_text_tool_calls(text, {"read_file"})
+    assert lifted is not None
+    (call,), _ = lifted
+    assert call["name"] == "read_file" and call["args"] == {"path": "notes.md"} and call["type"] == "tool_call"
+
+
+def test_several_calls_in_one_message_are_all_lifted_and_the_prose_kept() -> None:
+    text = ('I will look.\n<tool_call>\n{"name": "list_dir", "arguments": {"path": "."}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}\n</tool_call>')
+    lifted = local_llm.lift_text_tool_calls(text, {"read_file", "list_dir"})
+    assert lifted is not None
+    calls, prose = lifted
+    assert [(c["name"], c["args"]) for c in calls] == [("list_dir", {"path": "."}), ("read_file", {"path": "a"})]
+    assert prose == "I will look." and calls[0]["id"] != calls[1]["id"]
 
 
 @pytest.mark.parametrize("text", [
     '```json\n{"name": "rm_rf", "arguments": {"path": "/"}}\n```',  # not a bound tool
-    'Sure! ```json\n{"name": "read_file", "arguments": {"path": "x"}}\n```',  # prose around it
+    '{"name": "read_file", "arguments": {}}\n{"name": "rm_rf", "arguments": {}}',  # one call not bound
     '{"name": "read_file", "arguments": "x"}',  # arguments not an object
-    '{"name": "read_file", "arguments": {}, "extra": 1}',  # unknown keys
+    '{"name": "read_file", "arguments": {}, "extra": 1}',  # unknown keys: data, not a call
     "The file says hello.",
 ])
 def test_anything_else_stays_text(text: str) -> None:
-    assert local_llm.lift_text_tool_call(text, {"read_file"}) is None
+    assert local_llm.lift_text_tool_calls(text, {"read_file"}) is None
 
 
 def test_embedded_model_lifts_a_text_tool_call_from_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,6 +372,8 @@ def test_embedded_model_lifts_a_text_tool_call_from_the_server(monkeypatch: pyte
     assert seen[0]["max_tokens"] == 50
     plain = model.invoke("hi")  # no tools bound: the text is left alone
     assert "read_file" in plain.content and not plain.tool_calls
+    raw = model.model_copy(update={"lift_text_tool_calls": False}).bind_tools([read_file]).invoke("read notes.md")
+    assert "read_file" in raw.content and not raw.tool_calls  # lifting off: the model as the server answers
     from langchain_core.messages import HumanMessage, ToolMessage
 
     model.bind_tools([read_file]).invoke([HumanMessage("read it"), reply, ToolMessage("hello", tool_call_id="c")])

@@ -144,7 +144,6 @@ async def test_a_step_running_a_catastrophic_search_fails_timeout_within_its_bud
     from soothe_planner.dag.plan_manager import PlanManager
     from soothe_planner.execution import StepExecutor
     from soothe_planner.models import AgentDecision, StepAction
-    from soothe_planner.testing import ScriptedChatModel
 
     # the search's own limit is well past the step's budget: only the step timeout can end it in time
     monkeypatch.setattr(tools_mod, "SEARCH_TIME_LIMIT_S", 8.0)
@@ -160,13 +159,11 @@ async def test_a_step_running_a_catastrophic_search_fails_timeout_within_its_bud
     tools["search_text"] = StructuredTool.from_function(
         search_text, name="search_text", description="search", handle_tool_error=True
     )
-    model = ScriptedChatModel([
-        {"name": "search_text", "args": {"pattern": CATASTROPHIC, "regex": True}},
-        "unreachable: the step is over before the search returns",
-    ])
-    executor = StepExecutor(tools=list(tools.values()), agent_model=model, step_timeout_s=2.0)
+    executor = StepExecutor(tools=list(tools.values()), step_timeout_s=2.0)
     pm = PlanManager("g")
-    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="search the log", tools=["search_text"])]))
+    # a typed tool step: the search runs with these args and no model call
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="search the log", tool="search_text",
+                                              args={"pattern": CATASTROPHIC, "regex": True})]))
     begun = time.monotonic()
     (result,) = await executor.run(pm)
     elapsed = time.monotonic() - begun

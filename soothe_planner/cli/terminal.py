@@ -24,7 +24,16 @@ from rich.text import Text
 from soothe_planner.dag import PlanManager, mermaid
 from soothe_planner.models import Plan
 
-__all__ = ["RunView", "plan_json", "plan_mermaid", "plan_table", "render_report", "report_dict", "steps_table"]
+__all__ = [
+    "RunView",
+    "failure_reason",
+    "plan_json",
+    "plan_mermaid",
+    "plan_table",
+    "render_report",
+    "report_dict",
+    "steps_table",
+]
 
 _STATUS_STYLE = {
     "pending": "dim",
@@ -133,7 +142,8 @@ class RunView:
             row.status = "completed" if event.get("success") else "failed"
             row.elapsed_s = float(event.get("duration_ms") or 0) / 1000
             row.note = str(event.get("output") or "") if event.get("success") else f"{event.get('error_type')}: {event.get('error')}"
-            return f"step {row.id} {row.status} ({row.elapsed_s:.1f}s)"
+            kind = "" if event.get("success") else f": {event.get('error_type')}"
+            return f"step {row.id} {row.status} ({row.elapsed_s:.1f}s){kind}"
         if kind == "approval":
             return "plan approved" if event.get("approved") else f"plan rejected: {event.get('feedback')}"
         if kind == "error":
@@ -168,6 +178,20 @@ class RunView:
 # --------------------------------------------------------------------------- final report
 
 
+def failure_reason(values: dict[str, Any]) -> str | None:
+    """Why a failed run failed, in one line: the loop's error and the last step that failed."""
+    if values.get("status") != "failed":
+        return None
+    rows = rows_from_manager(values.get("plan_manager"))
+    failed = [r for r in rows if r.status == "failed"]
+    parts = [str(values["error"])] if values.get("error") else []
+    if failed:
+        parts.append(f"{len(failed)} step(s) failed, the last {failed[-1].id}: {_excerpt(failed[-1].note, 160)}")
+    elif rows and all(r.status == "completed" for r in rows):
+        parts.append(f"all {len(rows)} step(s) completed, yet the goal was never assessed done")
+    return "; ".join(parts) or "the run failed without an error message"
+
+
 def report_dict(values: dict[str, Any], *, thread_id: str, llm_calls: int | None = None) -> dict[str, Any]:
     """The JSON report of a run, from the graph's state values."""
     rows = rows_from_manager(values.get("plan_manager"))
@@ -179,6 +203,7 @@ def report_dict(values: dict[str, Any], *, thread_id: str, llm_calls: int | None
         "llm_calls": values.get("llm_calls") if llm_calls is None else llm_calls,
         "final_answer": values.get("final_answer"),
         "error": values.get("error"),
+        "why": failure_reason(values),
         "steps": [
             {"id": r.id, "status": r.status, "depends_on": r.depends_on, "description": r.description,
              "seconds": r.elapsed_s, "result": r.note}
@@ -196,7 +221,10 @@ def render_report(console: Console, values: dict[str, Any], *, thread_id: str, l
     rows = rows_from_manager(values.get("plan_manager"))
     if rows:
         console.print(steps_table(rows, title=f"goal: {_excerpt(values.get('goal'), 100)}"))
-    if values.get("error"):
+    why = failure_reason(values)
+    if why:
+        console.print(Text.assemble(("failed: ", "bold red"), why))
+    elif values.get("error"):
         console.print(Text.assemble(("error: ", "bold red"), str(values["error"])))
     if values.get("final_answer"):
         console.print(Text("answer", style="bold"))

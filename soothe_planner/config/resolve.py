@@ -380,6 +380,8 @@ def resolve_executor(
         controller=controller,
         step_timeout_s=config.execution.step_timeout_s,
         read_only=config.execution.read_only_tools,
+        calls=config.execution.step_calls,
+        recover_text_tool_calls=config.execution.recover_text_tool_calls,
     )
 
 

@@ -52,6 +52,7 @@ from pydantic import (
 from soothe_planner.concurrency import ConcurrencyPolicy
 from soothe_planner.config.providers import check_model_spec, split_model_spec
 from soothe_planner.config.redaction import HIDDEN, scrub
+from soothe_planner.execution import StepCalls
 from soothe_planner.models import FailurePolicy, PlannerSettings
 from soothe_planner.tools import BUILTIN_TOOL_NAMES
 
@@ -205,6 +206,16 @@ class ExecutionConfig(_Section):
         "their own flag).",
     )
     subagents: dict[str, SubagentConfig] = Field(default_factory=dict, description="Subagents by name.")
+    step_calls: StepCalls = Field(
+        default_factory=StepCalls,
+        description="Output caps per kind of model call a step makes (model_step, tool_args, agent); a cap "
+        "only lowers models.max_tokens.",
+    )
+    recover_text_tool_calls: bool = Field(
+        default=True,
+        description="Run a tool call a model wrote as text in a step's output when the step may use that tool "
+        "(off: the step fails with unexecuted_tool_call, as it does for any other text call).",
+    )
 
     @field_validator("failure_policy")
     @classmethod

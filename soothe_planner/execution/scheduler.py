@@ -21,11 +21,19 @@ completion made a wide plan quadratic: 8,000 independent steps on one slot took 
 1,000). Completions arrive through a queue, and a step's task is rendered from a lookup of the
 results it names rather than a copy of every result so far.
 
+**One step** is run by ``steps.StepRunner``: which runner a step gets (a typed tool call with no
+LLM call, one model call, an agent, a subagent or remote graph) and when its output counts as
+done — a tool call a model wrote as text is run or refused, an empty output fails — are decided
+there. This module only schedules, times, journals and reports.
+
 **Failures are results.** A denied tool (``policy_denied``), a bad reference
-(``bad_reference``), a tool exception (``tool_error``), an agent or subagent exception
-(``agent_error`` / ``subagent_error``), a timeout (``timeout``), nothing able to run the step
-(``no_runner``) — each becomes a failed ``StepResult``; ``run`` never raises for a step and never
-waits on a step that cannot finish.
+(``bad_reference``), a tool that failed (``tool_error``), an output that is an unrun tool call
+(``unexecuted_tool_call``) or empty (``empty_output``), an agent, subagent or model exception
+(``agent_error`` / ``subagent_error`` / ``model_error``), a timeout (``timeout``), nothing able to
+run the step (``no_runner``) — each becomes a failed ``StepResult``; ``run`` never raises for a
+step and never waits on a step that cannot finish. The ``step_completed`` event also says how the
+step ran (``kind``) and which tools a model's output made it call (``tool_calls``,
+``recovered_from_text``).
 
 **Killed mid-run: a write-through step journal.** A LangGraph checkpoint is written when a node
 returns; steps that completed inside an ``execute`` node killed before it returned are not in any
@@ -33,8 +41,9 @@ checkpoint, and on resume the node runs again from its start. So each finished s
 through to a *journal* — a LangGraph ``BaseStore`` (in-memory, SQLite or PostgreSQL, whichever the
 graph was compiled with) — before its dependents are started. Before running a step the executor
 looks it up: a recorded result is replayed (event ``replayed: true``) instead of running the step
-again. The key is ``(thread, step id, attempt, digest of goal + step content)``, so a retry is a new
-attempt and a different step that reuses an id on another goal never replays a stale result. What
+again. The key is ``(thread, step id, attempt, digest of goal + step content)`` — the content
+includes a typed step's ``tool`` and ``args`` — so a retry is a new attempt, and a different step
+that reuses an id (on another goal, or with changed args) never replays a stale result. What
 this does not cover: a step killed *while running* runs again on resume (it never completed); a
 tool with external side effects that must not repeat even then needs its own idempotency check:
 every runner call carries ``metadata["soothe_step_key"]`` in its ``RunnableConfig`` (a tool gets
@@ -50,8 +59,9 @@ import contextvars
 import hashlib
 import heapq
 import inspect
+import json
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -60,15 +70,9 @@ from langchain_core.tools import BaseTool
 
 from soothe_planner.errors import ExecutionError, LLMBudgetExceeded
 from soothe_planner.execution.ordering import StepOrder
-from soothe_planner.execution.references import BadReferenceError, fence_for, render_task
-from soothe_planner.execution.runners import (
-    NoRunnerError,
-    output_text,
-    run_agent,
-    run_runnable,
-    run_single_input_tool,
-    single_string_field,
-)
+from soothe_planner.execution.references import BadReferenceError, fence_for
+from soothe_planner.execution.runners import NoRunnerError, StepFailure
+from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
 from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tools import tool_args_schema
@@ -92,22 +96,21 @@ JOURNAL_NAMESPACE = "soothe_step_journal"
 OUTPUT_EXCERPT_CHARS = 500
 
 
-class _Denied(Exception):
-    """A step asked for something the policy does not allow."""
-
-
-class _StepFailure(Exception):
-    """A runner failure with its kind already decided."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-
-
 def journal_key(goal: str, step: PlanStep, attempt: int) -> str:
     """The journal key of one attempt of one step (see the module docstring)."""
     content = "\x1f".join(
-        [goal, step.description, ",".join(step.tools), step.subagent or "", ",".join(step.depends_on)]
+        [
+            goal,
+            step.description,
+            ",".join(step.tools),
+            step.subagent or "",
+            ",".join(step.depends_on),
+            step.execution_hint,
+            step.expected_output,
+            # A typed step with other args is other work: it must run, never replay the old result.
+            step.tool or "",
+            json.dumps(step.args, sort_keys=True, ensure_ascii=False, default=str),
+        ]
     )
     digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
     return f"{step.id}#{attempt}#{digest}"
@@ -136,6 +139,8 @@ class StepExecutor:
         step_timeout_s: float | None = None,
         read_only: Collection[str] = (),
         journal: BaseStore | None = None,
+        calls: StepCalls | None = None,
+        recover_text_tool_calls: bool = True,
     ) -> None:
         from soothe_planner.concurrency import ConcurrencyController
 
@@ -161,9 +166,16 @@ class StepExecutor:
         self.step_timeout_s = step_timeout_s
         self.read_only_names: frozenset[str] = frozenset(read_only)
         self.journal = journal
-        # Per tool: its single string argument, or None (the schema does not change; computing it
-        # walks the tool's argument schema, which is a measurable part of a short step).
-        self._single_field: dict[str, str | None] = {}
+        self.calls = calls or StepCalls()
+        self.runner = StepRunner(
+            tools=self.tools,
+            subagents=self.subagents,
+            remotes=self.remotes,
+            model=self.agent_model,
+            is_read_only=self.is_read_only,
+            calls=self.calls,
+            recover_text_tool_calls=recover_text_tool_calls,
+        )
 
     # ------------------------------------------------------------------ capabilities
 
@@ -302,7 +314,7 @@ class StepExecutor:
             "soothe_attempt": attempt,
             "soothe_thread_id": thread_id,
         })
-        uses_subagent = self._routes_to_runnable(step)
+        uses_subagent = step_kind(step) in ("subagent", "remote")
         async with self.controller.step():
             if uses_subagent:
                 async with self.controller.subagent():
@@ -336,145 +348,44 @@ class StepExecutor:
     ) -> StepResult:
         await emit.started(step, attempt)
         start = time.perf_counter()
-        output, error_type, error = "", None, None
-        outcome: dict[str, Any] = {}
+        error_type, error = None, None
+        produced: StepOutput | None = None
         try:
-            coro = self._dispatch(manager, step)
+            coro = self.runner.run(
+                manager, step, _CompletedResults(manager), briefing=_with_briefing, config=_step_config()
+            )
             if self.step_timeout_s is not None:
-                output, outcome = await asyncio.wait_for(coro, self.step_timeout_s)
+                produced = await asyncio.wait_for(coro, self.step_timeout_s)
             else:
-                output, outcome = await coro
+                produced = await coro
         except TimeoutError:
             error_type = "timeout"
             error = f"step {step.id!r} did not finish within step_timeout_s={self.step_timeout_s}s"
-        except _Denied as exc:
-            error_type, error = "policy_denied", str(exc)
         except BadReferenceError as exc:
             error_type, error = "bad_reference", f"step {step.id!r}: {exc}"
         except NoRunnerError as exc:
             error_type, error = "no_runner", str(exc)
         except LLMBudgetExceeded as exc:
             error_type, error = "llm_budget_exceeded", str(exc)
-        except _StepFailure as exc:
+        except StepFailure as exc:
             error_type, error = exc.error_type, str(exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a runner bug is still a step failure, not a crashed loop
             error_type, error = "runner_error", f"step {step.id!r}: {type(exc).__name__}: {exc}"
+        if produced is not None:
+            emit.note(step.id, produced)
         return StepResult(
             step_id=step.id,
             success=error_type is None,
-            output=output,
+            output=produced.text if produced is not None else "",
             error=error,
             error_type=error_type,
-            outcome=outcome,
+            outcome=produced.outcome if produced is not None else {},
             duration_ms=round((time.perf_counter() - start) * 1000.0, 3),
             thread_id=thread_id,
             attempt=attempt,
         )
-
-    # ------------------------------------------------------------------ dispatch
-
-    def _routes_to_runnable(self, step: PlanStep) -> bool:
-        return bool(step.subagent) or step.execution_hint == "remote"
-
-    def _completed(self, manager: PlanManager) -> Mapping[str, StepResult]:
-        return _CompletedResults(manager)
-
-    def _string_field(self, tool: BaseTool) -> str | None:
-        name = tool.name
-        if name not in self._single_field:
-            self._single_field[name] = single_string_field(tool)
-        return self._single_field[name]
-
-    def _check_allowed(self, manager: PlanManager, step: PlanStep, names: Sequence[str]) -> None:
-        allowed = getattr(manager, "allowed_capabilities", None)
-        for name in names:
-            if name not in self.tools and name not in self.subagents and name not in self.remotes:
-                raise _Denied(
-                    f"step {step.id!r} uses {name!r}, which is not a tool, subagent or remote graph of this "
-                    f"executor (rule: only configured capabilities run; known: {sorted(self._all_names())})"
-                )
-            if allowed is not None and name not in allowed:
-                raise _Denied(
-                    f"step {step.id!r} uses {name!r}, which is not in the plan's allow-list "
-                    f"(rule: allowed_capabilities={sorted(allowed)}); add it to the allow-list to permit it"
-                )
-
-    def _all_names(self) -> set[str]:
-        return set(self.tools) | set(self.subagents) | set(self.remotes)
-
-    async def _dispatch(self, manager: PlanManager, step: PlanStep) -> tuple[str, dict[str, Any]]:
-        completed = self._completed(manager)
-        if self._routes_to_runnable(step):
-            return await self._run_delegate(manager, step, completed)
-        if step.tools:
-            self._check_allowed(manager, step, step.tools)
-            tools = [self.tools[n] for n in step.tools if n in self.tools]
-            if len(tools) != len(step.tools):  # a subagent/remote name listed as a tool
-                missing = [n for n in step.tools if n not in self.tools]
-                raise _Denied(f"step {step.id!r} lists {missing} as tools, but they are not tools of this executor")
-            if len(tools) == 1 and (field := self._string_field(tools[0])) is not None:
-                task = render_task(step.description, step.depends_on, completed)
-                try:
-                    raw = await run_single_input_tool(tools[0], field, task.text, config=_step_config())
-                except asyncio.CancelledError:
-                    raise
-                except LLMBudgetExceeded:
-                    raise
-                except Exception as exc:
-                    raise _StepFailure(
-                        "tool_error", f"tool {tools[0].name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}"
-                    ) from exc
-                return output_text(raw)
-            if self.agent_model is None:
-                raise NoRunnerError(
-                    f"step {step.id!r} needs tool(s) {step.tools} with structured arguments, which only an agent "
-                    "can fill in; give the executor an agent_model"
-                )
-            return await self._agent(step, tools, completed)
-        # No tools, no subagent: the default agent over every tool. The allow-list governs what a
-        # plan may *name*; in plan mode it holds only read-only tools, and execution gets the full set.
-        if self.agent_model is None:
-            raise NoRunnerError(
-                f"step {step.id!r} names no tool or subagent and the executor has no agent_model to run it; "
-                "name a tool in the step or give the executor an agent_model"
-            )
-        return await self._agent(step, list(self.tools.values()), completed)
-
-    async def _agent(
-        self, step: PlanStep, tools: Sequence[BaseTool], completed: Mapping[str, StepResult]
-    ) -> tuple[str, dict[str, Any]]:
-        assert self.agent_model is not None
-        task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
-        try:
-            raw = await run_agent(self.agent_model, tools, _with_briefing(task.text), config=_step_config())
-        except (asyncio.CancelledError, LLMBudgetExceeded):
-            raise
-        except Exception as exc:
-            raise _StepFailure("agent_error", f"agent failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        return output_text(raw)
-
-    async def _run_delegate(
-        self, manager: PlanManager, step: PlanStep, completed: Mapping[str, StepResult]
-    ) -> tuple[str, dict[str, Any]]:
-        name = step.subagent or (step.tools[0] if len(step.tools) == 1 else "")
-        if not name:
-            raise NoRunnerError(f"step {step.id!r} is marked remote but names no remote graph; set its subagent")
-        self._check_allowed(manager, step, [name])
-        runnable = self.subagents.get(name) if step.execution_hint != "remote" else None
-        runnable = runnable or self.remotes.get(name) or self.subagents.get(name)
-        if runnable is None:
-            raise _Denied(f"step {step.id!r} delegates to {name!r}, which is a tool, not a subagent or remote graph")
-        task = render_task(step.description, step.depends_on, completed, expected_output=step.expected_output)
-        kind = "remote_error" if name in self.remotes and name not in self.subagents else "subagent_error"
-        try:
-            raw = await run_runnable(runnable, _with_briefing(task.text), config=_step_config())
-        except (asyncio.CancelledError, LLMBudgetExceeded):
-            raise
-        except Exception as exc:
-            raise _StepFailure(kind, f"{name!r} failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        return output_text(raw)
 
 
 class _CompletedResults(Mapping[str, StepResult]):
@@ -539,6 +450,11 @@ class _Emitter:
         self.sink = sink
         self.writer = writer
         self.thread_id = thread_id
+        self._produced: dict[str, StepOutput] = {}
+
+    def note(self, step_id: str, produced: StepOutput) -> None:
+        """How a step ran, kept for its ``step_completed`` event (sent once the manager recorded it)."""
+        self._produced[step_id] = produced
 
     async def _send(self, event: dict[str, Any]) -> None:
         event["thread_id"] = self.thread_id
@@ -556,10 +472,16 @@ class _Emitter:
         )
 
     async def completed(self, result: StepResult, *, replayed: bool = False) -> None:
+        produced = self._produced.pop(result.step_id, None)
         out = result.output if len(result.output) <= OUTPUT_EXCERPT_CHARS else result.output[:OUTPUT_EXCERPT_CHARS] + "…"
-        await self._send(
-            {"event": "step_completed", "step_id": result.step_id, "success": result.success,
-             "error_type": result.error_type, "error": result.error, "duration_ms": result.duration_ms,
-             "attempt": result.attempt, "output": out, "replayed": replayed}
-        )
+        event = {
+            "event": "step_completed", "step_id": result.step_id, "success": result.success,
+            "error_type": result.error_type, "error": result.error, "duration_ms": result.duration_ms,
+            "attempt": result.attempt, "output": out, "replayed": replayed,
+        }
+        if produced is not None:
+            # How the step ran, and which tools a model's output made it call (recovered_from_text:
+            # written as text and run by the step runner, not by the model adapter).
+            event.update(kind=produced.kind, tool_calls=list(produced.called), recovered_from_text=produced.from_text)
+        await self._send(event)
 

@@ -34,6 +34,16 @@ def seal_digest(decision: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(dict(decision)).encode("utf-8")).hexdigest()
 
 
+def _uses(step: Mapping[str, Any]) -> str:
+    # What the human approves: a typed step's tool *with its args* (a write shows what it writes).
+    if step.get("tool"):
+        args = json.dumps(step.get("args") or {}, ensure_ascii=False, default=str)
+        return f"{step['tool']} {args if len(args) <= 200 else args[:199] + '…'}"
+    if step.get("tools") or step.get("subagent"):
+        return ", ".join(step.get("tools") or []) or str(step["subagent"])
+    return "agent, read-only tools" if step.get("execution_hint") == "agent" else "model step, no tools"
+
+
 def render_decision(decision: Mapping[str, Any]) -> str:
     """A plan a human can read at a glance: one line per step, then a mermaid diagram."""
     steps = decision.get("steps") or []
@@ -41,7 +51,7 @@ def render_decision(decision: Mapping[str, Any]) -> str:
     if decision.get("reasoning"):
         lines.append(f"Why: {decision['reasoning']}")
     for s in steps:
-        uses = ", ".join(s.get("tools") or []) or (s.get("subagent") or "default agent")
+        uses = _uses(s)
         deps = f" after {', '.join(s['depends_on'])}" if s.get("depends_on") else ""
         lines.append(f"- {s['id']}: {s['description']} [{uses}]{deps}")
     lines += ["", "```mermaid", "graph TD"]

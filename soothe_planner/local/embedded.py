@@ -23,12 +23,16 @@ What was weighed:
   generation runs to the context limit; ``response_format`` of type ``json_schema`` answers HTTP
   500, so the planner is configured for ``function_calling`` (grammar-enforced) with this model.
 - **Tool calls written as text.** Asked to *choose* a tool (``tool_choice`` auto, as a ReAct agent
-  does), the 0.5B model writes the call as a JSON block — ```` ```json {"name": ..., "arguments":
-  {...}} ``` ```` or ``<tool_call>{...}</tool_call>`` — which the server returns as plain text, so
-  an agent would never call a tool. ``EmbeddedChatOpenAI`` lifts such a reply into a real tool
-  call, strictly: only when tools were bound, none was called, and the whole reply is one JSON
-  object whose ``name`` is a bound tool and whose ``arguments`` is an object. Anything else stays
-  text. (Forced calls — the planner's structured output — are grammar-enforced and need no help.)
+  does), the 0.5B model writes the call as text — ```` ```json {"name": ..., "arguments": ...} ``` ````,
+  ``<tool_call>{...}</tool_call>``, the arguments as a JSON *string*, several calls in one
+  message, prose around them — which the server returns as plain text, so an agent would never
+  call a tool. ``EmbeddedChatOpenAI`` lifts such a reply into real tool calls when tools were
+  bound, none was called, and *every* call it holds names a bound tool with arguments that read
+  as an object; the prose beside them stays as the message's content. Anything else stays text,
+  for the step runner to judge. The recogniser is ``parsing.read_text_tool_calls``, the one shared
+  with the step runner; this lifting is the model-boundary fix that helps every strategy using the
+  model, and ``lift_text_tool_calls=False`` turns it off to measure without it. (Forced calls —
+  the planner's structured output — are grammar-enforced and need no help.)
   Sending that call back in the next turn needs one more accommodation: the server's request
   schema rejects an assistant message whose ``content`` is null, as OpenAI sends beside tool
   calls, so it is sent as an empty string.
@@ -45,9 +49,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
-import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -67,6 +69,7 @@ from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
+from soothe_planner.parsing import read_text_tool_calls
 
 __all__ = [
     "LOCAL_URL_ENV",
@@ -389,40 +392,39 @@ def shutdown_shared_server() -> None:
             _shared = None
 
 
-_FENCE = re.compile(r"^\s*(?:```(?:json)?\s*(.*?)\s*```|<tool_call>\s*(.*?)\s*</tool_call>)\s*$", re.DOTALL)
+def lift_text_tool_calls(text: str, tool_names: set[str]) -> tuple[list[dict[str, Any]], str] | None:
+    """The tool calls written as ``text`` and the prose beside them, if every call is a bound tool's.
 
-
-def lift_text_tool_call(text: str, tool_names: set[str]) -> dict[str, Any] | None:
-    """The tool call written as ``text``, if the whole text is exactly one call of a bound tool."""
-    match = _FENCE.match(text)
-    body = (match.group(1) or match.group(2)) if match else text.strip()
-    if not body.startswith("{"):
+    ``None`` — the text stays text — when it holds no call, names a tool that was not bound, or
+    has arguments that are not an object: the step runner then judges it (``parsing.tool_calls``).
+    """
+    found = read_text_tool_calls(text)
+    if not found.calls or any(c.name not in tool_names or c.args is None for c in found.calls):
         return None
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(data, dict) or set(data) - {"name", "arguments", "parameters"}:
-        return None
-    args = data.get("arguments", data.get("parameters"))
-    if data.get("name") not in tool_names or not isinstance(args, dict):
-        return None
-    return {"name": data["name"], "args": args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+    calls = [
+        {"name": c.name, "args": c.args, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "tool_call"}
+        for c in found.calls
+    ]
+    return calls, found.prose
 
 
 class EmbeddedChatOpenAI(ChatOpenAI):
-    """``ChatOpenAI`` for the embedded server: a tool call the model wrote as text becomes a real one."""
+    """``ChatOpenAI`` for the embedded server: tool calls the model wrote as text become real ones."""
+
+    lift_text_tool_calls: bool = True
+    """Lift text tool calls (on by default); off measures the model as the server returns it."""
 
     def _lift(self, result: ChatResult, kwargs: dict[str, Any]) -> ChatResult:
         names = {t.get("function", {}).get("name") for t in kwargs.get("tools") or [] if isinstance(t, dict)}
-        if not names:
+        if not names or not self.lift_text_tool_calls:
             return result
         for generation in result.generations:
             message = generation.message
             if isinstance(message, AIMessage) and not message.tool_calls and isinstance(message.content, str):
-                call = lift_text_tool_call(message.content, {n for n in names if n})
-                if call is not None:
-                    generation.message = message.model_copy(update={"content": "", "tool_calls": [call]})
+                lifted = lift_text_tool_calls(message.content, {n for n in names if n})
+                if lifted is not None:
+                    calls, prose = lifted
+                    generation.message = message.model_copy(update={"content": prose, "tool_calls": calls})
         return result
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict[str, Any]:

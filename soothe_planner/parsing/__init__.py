@@ -1,4 +1,5 @@
-"""The only lenient code: a model's text read into wire objects (every tolerance is listed in ``reader``).
+"""The only lenient code: a model's text read into wire objects (every tolerance is listed in ``reader``),
+and tool calls a model wrote as text recognised (their tolerances are listed in ``tool_calls``).
 
 The front door of ``soothe_planner.parsing``: other subpackages import these names from here, never
 from a module inside it (``tests/test_layers.py`` keeps it so).
@@ -32,6 +33,7 @@ from soothe_planner.parsing.reader import (
     parse_object,
     read_decision,
 )
+from soothe_planner.parsing.tool_calls import TextToolCall, TextToolCalls, read_text_tool_calls
 
 __all__ = [
     "ID_KEYS",
@@ -42,6 +44,8 @@ __all__ = [
     "Obj",
     "ParsedDecision",
     "Scan",
+    "TextToolCall",
+    "TextToolCalls",
     "apply_rules",
     "assign_ids",
     "fold_keys",
@@ -52,6 +56,7 @@ __all__ = [
     "parse_object",
     "read_decision",
     "read_step",
+    "read_text_tool_calls",
     "scan_values",
     "strip_think",
 ]

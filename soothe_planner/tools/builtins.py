@@ -13,6 +13,7 @@ What was weighed:
   naming the path and the reason, and the tools are built with ``handle_tool_error=True``: an agent
   gets the message back as an error ``ToolMessage`` and can correct itself (a small model's first
   guess at a path is often ``/workspace/x``), instead of the whole step dying on the first slip.
+  A typed tool step reads the same error status and fails as ``tool_error`` with that message.
 - **Caps never give a false answer.** A read is capped in characters, not in file size: any line
   range of a file of any size can be read (``start_line``/``end_line``), and a cut answer says
   where to read on. A search skips files over ``MAX_SEARCH_FILE_BYTES`` (to bound its time), and
@@ -30,7 +31,8 @@ What was weighed:
   patterns models write every day.
 - Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
   them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
-  ``tool_args_schema`` reads from the tool, rather than passing the step's prose as a path.
+  ``tool_args_schema`` reads from the tool, or one model call fills them in for a step that lists
+  the tool without args; the step's prose is never passed as a path.
 """
 
 from __future__ import annotations
