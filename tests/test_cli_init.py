@@ -14,12 +14,12 @@ from soothe_planner.config import CONFIG_FILE_NAME, find_config, packaged_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = {"plan_action": "new", "execution_mode": "sequential", "next_action": "list",
-        "steps": [{"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": []}]}
-SCRIPT = {
+        "steps": [{"id": "files", "description": "List the files", "tool": "list_dir", "args": {"path": "."}}]}
+SCRIPT = {  # a typed tool step runs with no model call; the one text reply is the final answer
     "RouteIntake": [{"route": "complex", "answer": ""}],
     "GeneratePlan": [PLAN],
     "AssessStatus": [{"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "listed"}],
-    "text": [{"name": "list_dir", "args": {"recursive": True}}, "Two files.", "The folder holds two files."],
+    "text": ["The folder holds two files."],
 }
 
 
