@@ -316,9 +316,7 @@ def _subagents(
     config: SootheConfig, tools: list[BaseTool], pool: ModelPool, controller: ConcurrencyController,
     default_model: BaseChatModel,
 ) -> dict[str, Any]:
-    import warnings
-
-    from langgraph.prebuilt import create_react_agent
+    from soothe_planner.execution import react_agent
 
     by_name = {t.name: t for t in tools}
     cache: dict[str, BaseTool] = {}
@@ -338,9 +336,7 @@ def _subagents(
                     f"(have: {', '.join(sorted(by_name)) or 'none'})"
                 )
         model = pool.get(sub.model) if sub.model else default_model
-        with warnings.catch_warnings():  # deprecated in favour of a package this project does not use
-            warnings.simplefilter("ignore")
-            agent = create_react_agent(controller.wrap_model(model), subset, name=name, prompt=sub.description)
+        agent = react_agent(controller.wrap_model(model), subset, name=name, prompt=sub.description)
         agent.description = sub.description  # type: ignore[attr-defined]
         agents[name] = agent
     return agents

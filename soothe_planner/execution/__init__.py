@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from soothe_planner.execution.agent import react_agent
 from soothe_planner.execution.references import (
     BadReferenceError,
     render_task,
@@ -19,6 +20,7 @@ __all__ = [
     "ToolSource",
     "as_tools",
     "journal_key",
+    "react_agent",
     "render_task",
     "resolve_args",
     "resolve_references",
