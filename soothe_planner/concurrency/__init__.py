@@ -6,6 +6,7 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.concurrency.bridge import run_sync
 from soothe_planner.concurrency.controller import (
     ConcurrencyController,
     ConcurrencyPolicy,
@@ -35,5 +36,6 @@ __all__ = [
     "limit_model",
     "limiting_controllers",
     "reset_held",
+    "run_sync",
     "unwrap_model",
 ]

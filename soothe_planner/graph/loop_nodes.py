@@ -10,6 +10,12 @@
   before it but pure computation, because LangGraph reruns an interrupted node from its start.
 - ``intake`` gives each goal run an id that scopes the step journal; ``validate`` keeps the DAG as
   it was before a decision awaiting approval, so a rejected plan can be taken back out of it.
+- ``finish`` is the one way out: it appends the outcome to ``messages`` as an AI message (the
+  answer, or why the goal failed), so a chat client or a parent graph reads it where it reads
+  every reply.
+- The approval gate is always wired and chosen per run (``RunContext.approval``, default: the
+  ``approval`` argument): a graph keeps one topology whatever a run asks for, which a LangGraph
+  server requires of a factory-built graph.
 - The ``after_*`` methods are the conditional edges; their names are the names a trace shows.
 
 Node and router names match the node names in ``loop.py``'s wiring table.
@@ -31,7 +37,8 @@ from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
 from .approval import parse_reply, render_decision, seal_digest
-from .nodes import PlannerNodes, emit, route_after_assess, route_after_resolve
+from .nodes import PlannerNodes, emit, route_after_assess, route_after_resolve, run_options
+from .request import final_message
 
 __all__ = ["LoopNodes"]
 
@@ -65,16 +72,29 @@ class LoopNodes(PlannerNodes):
         max_iterations: int = 10,
         max_plan_steps: int = 8,
         intake: bool = True,
+        model_name: str | None = None,
     ) -> None:
         super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
                          max_iterations=max_iterations, max_plan_steps=max_plan_steps, intake=intake)
         self.executor = executor
         self.policy = policy
         self.approval = approval
+        self.model_name = model_name
+
+    def approval_on(self) -> bool:
+        """Whether this run pauses for approval: the run context's choice, else the graph's default."""
+        return run_options().get("approval", self.approval)
 
     # ------------------------------------------------------------------ nodes
 
     async def intake(self, state: State) -> dict[str, Any]:
+        wanted = run_options().get("model")
+        if wanted is not None and wanted != self.model_name:
+            built = f"model {self.model_name!r}" if self.model_name else "a model object"
+            raise ValueError(
+                f"run context model {wanted!r}: this graph was built on {built}; a per-run model needs a "
+                "graph built per run (the server's make_graph does that), or build the graph on that model"
+            )
         update = await super().intake(state)
         # Every goal run gets its own journal scope: a follow-up on the thread that repeats a step
         # (same goal, same step text) must run it again, not replay the earlier run's result. The
@@ -84,7 +104,7 @@ class LoopNodes(PlannerNodes):
 
     async def validate(self, state: State) -> dict[str, Any]:
         update = await self.resolve_decision(state)
-        if self.approval:
+        if self.approval_on():
             # Kept so a rejected plan can be taken back out of the DAG before the planner revises it.
             update["pre_approval_plan_manager"] = state.get("plan_manager")
         return update
@@ -122,7 +142,7 @@ class LoopNodes(PlannerNodes):
         pm = view.manager
         stored = state.get("current_decision")
         briefing = None
-        if self.approval:
+        if self.approval_on():
             sealed = state.get("sealed_plan")
             refusal = _check_seal(stored, pm.in_flight_decision(), sealed)
             if refusal:
@@ -147,6 +167,9 @@ class LoopNodes(PlannerNodes):
             return {"status": "failed", "error": error}
         return {"plan_manager": pm.to_dict()}
 
+    async def finish(self, state: State) -> dict[str, Any]:
+        return {"messages": [final_message(state)]}
+
     # ------------------------------------------------------------------ routers
 
     def after_assess(self, state: State) -> str:
@@ -160,7 +183,7 @@ class LoopNodes(PlannerNodes):
         route = route_after_resolve(state)
         if route == "failed":
             return END
-        if route == "execute" and self.approval:
+        if route == "execute" and self.approval_on():
             return "approve"
         return route
 
