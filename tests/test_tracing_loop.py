@@ -99,6 +99,7 @@ TWO_ITERATION_TREE = [
     (3, "plan-assess"),
     (2, "after_assess"),
     (1, "goal_completion"),
+    (1, "finish"),
 ]
 
 

@@ -1,8 +1,11 @@
 """The ``soothe-planner`` command: parse arguments, load the config, call the library, render.
 
-Commands: ``run`` (the StrangeLoop, live), ``plan`` (plan only), ``validate`` (a config file),
-``resume`` (a paused or killed run), ``show`` (a past run, read from the checkpointer alone: no
-model is started). The CLI holds no logic of its own; ``terminal.py`` draws, the library decides.
+Commands: ``init`` (write an editable config), ``run`` (the StrangeLoop, live), ``plan`` (plan
+only), ``validate`` (a config file), ``resume`` (a paused or killed run), ``show`` (a past run, read
+from the checkpointer alone: no model is started). Without ``--config`` a command reads
+``./soothe.yaml`` (what ``init`` writes), else the config shipped in the package
+(``config/defaults.py``). The CLI holds no logic of its own; ``terminal.py`` draws, the library
+decides.
 
 Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
 configuration error, 3 the run is paused waiting for plan approval (resume it with ``--approve``
@@ -70,6 +73,8 @@ class Options:
     path: str = ""
     approve: bool = False
     reject_feedback: str | None = None
+    directory: str = "."
+    force: bool = False
 
 
 def _out(args: Options) -> Console:
@@ -126,8 +131,9 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
             print(json.dumps(report, indent=2, default=str))
         else:
             console.print((payload or {}).get("rendering", "") if isinstance(payload, dict) else str(payload))
+            named = f"--config {args.config} " if args.config else ""
             console.print(
-                f"paused for approval; continue with: soothe-planner resume --config {args.config} "
+                f"paused for approval; continue with: soothe-planner resume {named}"
                 f"--thread {thread_id} --approve  (or --reject 'feedback')"
             )
         return EXIT_PAUSED
@@ -163,11 +169,11 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
     from langgraph.types import Command
 
     from soothe_planner.cli.terminal import RunView
-    from soothe_planner.config import load_config, resolve_persistence, resolve_run
+    from soothe_planner.config import find_config, resolve_persistence, resolve_run
     from soothe_planner.graph import goal_input, run_config
     from soothe_planner.tracing import trace_run
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     thread_id = args.thread or uuid.uuid4().hex[:12]
     if not resume and not args.json:
         _out(args).print(f"thread {thread_id}")
@@ -224,6 +230,20 @@ def cmd_resume(args: Options) -> int:
     return asyncio.run(_run_or_resume(args, resume=True))
 
 
+def cmd_init(args: Options) -> int:
+    from soothe_planner.config import write_config
+
+    path = write_config(args.directory, force=args.force)
+    if args.json:
+        print(json.dumps({"written": str(path)}))
+    else:
+        _out(args).print(
+            f"wrote {path}: edit it (models.default, execution.workspace, ...); commands run in its folder "
+            f"read it without --config, e.g.  soothe-planner run \"List the files\""
+        )
+    return EXIT_DONE
+
+
 def cmd_validate(args: Options) -> int:
     from soothe_planner.config import load_config
 
@@ -241,10 +261,10 @@ def cmd_validate(args: Options) -> int:
 
 async def _plan(args: Options) -> int:
     from soothe_planner.cli.terminal import plan_json, plan_mermaid, plan_table
-    from soothe_planner.config import load_config, resolve_run
+    from soothe_planner.config import find_config, resolve_run
     from soothe_planner.graph import offered_context
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     resolved = resolve_run(config)
     context = offered_context(resolved.executor, _context(config), plan_mode=True)
     plan = await resolved.planner.create_plan(args.goal, context)
@@ -264,9 +284,9 @@ def cmd_plan(args: Options) -> int:
 
 async def _show(args: Options) -> int:
     from soothe_planner.cli.terminal import report_dict
-    from soothe_planner.config import load_config, resolve_checkpointer
+    from soothe_planner.config import find_config, resolve_checkpointer
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     thread_id = args.thread or ""  # required by the parser
     async with resolve_checkpointer(config) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
@@ -362,6 +382,8 @@ def _dispatch(command: Callable[[Options], int], params: dict[str, Any]) -> None
     ctx = click.get_current_context()
     top = ctx.find_root().params
     json_, debug = params.pop("json_"), params.pop("debug")
+    if params.get("config") is None and "config" in params:
+        params["config"] = ""  # not given: find_config decides
     args = Options(json=json_ or top["json_"], debug=debug or top["debug"], **params)
     ctx.exit(_boundary(command, args))
 
@@ -385,8 +407,20 @@ def cli(json_: bool, debug: bool) -> None:
     """Plan and run goals with an LLM planner over a LangGraph StrangeLoop."""
 
 
+_CONFIG_HELP = "the YAML config file (default: ./soothe.yaml, else the packaged default)"
+
+
+@cli.command("init", short_help="write an editable config (DIR/soothe.yaml)")
+@click.argument("directory", default=".", metavar="[DIR]")
+@click.option("--force", is_flag=True, help="replace an existing soothe.yaml")
+@_output_flags
+def _init_command(**params: Any) -> None:
+    """Write the packaged default config as DIR/soothe.yaml (DIR: the current folder) for you to edit."""
+    _dispatch(cmd_init, params)
+
+
 @cli.command("run", short_help="run a goal through the StrangeLoop, with live progress")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", help="thread id (default: a new one, printed at start)")
 @click.argument("goal")
 @_output_flags
@@ -396,7 +430,7 @@ def _run_command(**params: Any) -> None:
 
 
 @cli.command("plan", short_help="plan a goal without running it")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--format", type=_FORMATS, default="table", show_default=True)
 @click.argument("goal")
 @_output_flags
@@ -414,7 +448,7 @@ def _validate_command(**params: Any) -> None:
 
 
 @cli.command("resume", short_help="continue a paused or interrupted run")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", required=True, help="the run's thread id")
 @click.option("--approve", is_flag=True, help="approve the plan waiting for approval")
 @click.option("--reject", "reject_feedback", metavar="FEEDBACK", help="reject it, with feedback")
@@ -425,7 +459,7 @@ def _resume_command(**params: Any) -> None:
 
 
 @cli.command("show", short_help="show the DAG and results of a past run")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", required=True, help="the run's thread id")
 @click.option("--format", type=_FORMATS, default="table", show_default=True)
 @_output_flags

@@ -6,6 +6,7 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.concurrency.bridge import run_sync
 from soothe_planner.concurrency.controller import (
     ConcurrencyController,
     ConcurrencyPolicy,
@@ -39,5 +40,6 @@ __all__ = [
     "limiting_controllers",
     "metering",
     "reset_held",
+    "run_sync",
     "unwrap_model",
 ]

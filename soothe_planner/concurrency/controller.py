@@ -132,6 +132,19 @@ class ConcurrencyController:
         self._total_llm_calls = 0
         self._calls_by_phase: dict[str, int] = {}
 
+    def for_run(self) -> ConcurrencyController:
+        """A controller for one run that shares this one's LLM-call slots and keeps its own budget.
+
+        A server runs many goals in one process: the in-flight cap (``global_max_llm_calls``) must
+        hold across all of them, so every run's controller hands out the same LLM slots (and the
+        same admission places); the budget (``max_total_llm_calls``) and the goal, step and
+        subagent slots stay per run, as they are for a run on the command line.
+        """
+        run = ConcurrencyController(self.policy)
+        run._llm = self._llm
+        run._admission = self._admission
+        return run
+
     def __repr__(self) -> str:
         return (
             f"ConcurrencyController(llm {self.in_flight_llm_calls}/{self._llm.limit or '∞'} in flight, "

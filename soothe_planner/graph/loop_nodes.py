@@ -10,6 +10,12 @@
   before it but pure computation, because LangGraph reruns an interrupted node from its start.
 - ``intake`` gives each goal run an id that scopes the step journal; ``validate`` keeps the DAG as
   it was before a decision awaiting approval, so a rejected plan can be taken back out of it.
+- ``finish`` is the one way out: it appends the outcome to ``messages`` as an AI message (the
+  answer, or why the goal failed), so a chat client or a parent graph reads it where it reads
+  every reply.
+- The approval gate is always wired and chosen per run (``RunContext.approval``, default: the
+  ``approval`` argument): a graph keeps one topology whatever a run asks for, which a LangGraph
+  server requires of a factory-built graph.
 - The ``after_*`` methods are the conditional edges; their names are the names a trace shows.
 - ``metered`` wraps every node as it is added to the graph: the node runs inside the run's
   ``CallMeter`` (seeded from the state's ``llm_calls``, with the policy's ``max_total_llm_calls``)
@@ -39,7 +45,15 @@ from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
 from .approval import parse_reply, render_decision, seal_digest
-from .nodes import PlannerNodes, emit, route_after_assess, route_after_intake, route_after_resolve
+from .nodes import (
+    PlannerNodes,
+    emit,
+    route_after_assess,
+    route_after_intake,
+    route_after_resolve,
+    run_options,
+)
+from .request import final_message
 
 __all__ = ["LoopNodes"]
 
@@ -74,6 +88,7 @@ class LoopNodes(PlannerNodes):
         max_iterations: int = 10,
         max_plan_steps: int = 8,
         intake: bool = True,
+        model_name: str | None = None,
         seal_key: bytes | None = None,
     ) -> None:
         super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
@@ -81,7 +96,12 @@ class LoopNodes(PlannerNodes):
         self.executor = executor
         self.policy = policy
         self.approval = approval
+        self.model_name = model_name
         self.seal_key = seal_key
+
+    def approval_on(self) -> bool:
+        """Whether this run pauses for approval: the run context's choice, else the graph's default."""
+        return run_options().get("approval", self.approval)
 
     # ------------------------------------------------------------------ every node
 
@@ -90,7 +110,10 @@ class LoopNodes(PlannerNodes):
 
         @functools.wraps(node)
         async def run(state: State) -> dict[str, Any]:
-            meter = CallMeter(state.get("llm_calls") or 0, self.policy.max_total_llm_calls)
+            # Intake starts a run (a new goal on the thread starts from nothing); any other node
+            # goes on with the run's saved count.
+            spent = 0 if name == "intake" else state.get("llm_calls") or 0
+            meter = CallMeter(spent, self.policy.max_total_llm_calls)
             with metering(meter):
                 try:
                     update = await node(state)
@@ -105,6 +128,13 @@ class LoopNodes(PlannerNodes):
     # ------------------------------------------------------------------ nodes
 
     async def intake(self, state: State) -> dict[str, Any]:
+        wanted = run_options().get("model")
+        if wanted is not None and wanted != self.model_name:
+            built = f"model {self.model_name!r}" if self.model_name else "a model object"
+            raise ValueError(
+                f"run context model {wanted!r}: this graph was built on {built}; a per-run model needs a "
+                "graph built per run (the server's make_graph does that), or build the graph on that model"
+            )
         update = await super().intake(state)
         # Every goal run gets its own journal scope: a follow-up on the thread that repeats a step
         # (same goal, same step text) must run it again, not replay the earlier run's result. The
@@ -114,7 +144,7 @@ class LoopNodes(PlannerNodes):
 
     async def validate(self, state: State) -> dict[str, Any]:
         update = await self.resolve_decision(state)
-        if self.approval:
+        if self.approval_on():
             # Kept so a rejected plan can be taken back out of the DAG before the planner revises it.
             update["pre_approval_plan_manager"] = state.get("plan_manager")
         return update
@@ -159,7 +189,7 @@ class LoopNodes(PlannerNodes):
         pm = view.manager
         stored = state.get("current_decision")
         briefing = None
-        if self.approval:
+        if self.approval_on():
             sealed = state.get("sealed_plan")
             refusal = _check_seal(stored, pm.in_flight_decision(), sealed, self.seal_key)
             if refusal:
@@ -184,6 +214,9 @@ class LoopNodes(PlannerNodes):
             return {"status": "failed", "error": error}
         return {"plan_manager": pm.to_dict()}
 
+    async def finish(self, state: State) -> dict[str, Any]:
+        return {"messages": [final_message(state)]}
+
     # ------------------------------------------------------------------ routers
 
     def after_intake(self, state: State) -> str:
@@ -200,7 +233,7 @@ class LoopNodes(PlannerNodes):
         route = route_after_resolve(state)
         if route == "failed":
             return END
-        if route == "execute" and self.approval:
+        if route == "execute" and self.approval_on():
             return "approve"
         return route
 

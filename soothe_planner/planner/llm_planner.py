@@ -67,6 +67,7 @@ from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.stats import PlannerStats
+from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -123,13 +124,13 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     return ids
 
 
-class LLMPlanner:
+class LLMPlanner(SyncPlannerMethods):
     """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
     ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
-    counter each.
+    counter each. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
     """
 
     def __init__(
