@@ -112,7 +112,7 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
         "callbacks": [], "model_name": f"scripted:{tmp_path / 'script.json'}",
         "seal_key": resolve_seal_key(load_config(path)),
     }  # fmt: skip
-    assert len(server_kw["seal_key"]) == 64  # one key, kept outside the checkpoint, for both
+    assert len(server_kw["seal_key"].get()) == 64  # one key, kept outside the checkpoint, for both
     assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks", "model_name"}
     assert set(served.nodes) == set(cli.nodes) and "approve" in served.nodes
     assert served.config is not None and cli.config is not None

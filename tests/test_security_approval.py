@@ -182,16 +182,43 @@ def test_the_seal_key_is_kept_outside_the_checkpoint_in_a_private_file(
 
     monkeypatch.delenv("SOOTHE_SEAL_KEY", raising=False)
     config = _approval_config(tmp_path)
-    key = resolve_seal_key(config)
+    key = resolve_seal_key(config).get()
     path = tmp_path / ".soothe" / "seal.key"
-    assert key is not None and len(key) == 64 and path.read_bytes() == key
+    assert len(key) == 64 and path.read_bytes() == key
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    assert resolve_seal_key(_approval_config(tmp_path)) == key  # the same key on the next run
+    assert resolve_seal_key(_approval_config(tmp_path)).get() == key  # the same key on the next run
     os.chmod(path, 0o644)
     with pytest.raises(ConfigError, match="others may read or change it"):
-        resolve_seal_key(config)
+        resolve_seal_key(_approval_config(tmp_path))  # refused before any work when the gate is on
     monkeypatch.setenv("SOOTHE_SEAL_KEY", "from the environment, long enough to key")
-    assert resolve_seal_key(config) == b"from the environment, long enough to key"
+    assert resolve_seal_key(config).get() == b"from the environment, long enough to key"
+
+
+async def test_a_gate_turned_on_per_run_seals_with_the_same_key_on_resume(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from soothe_planner.config import load_config, resolve_run
+    from soothe_planner.graph.approval import seal_digest
+
+    monkeypatch.delenv("SOOTHE_SEAL_KEY", raising=False)
+    (tmp_path / "script.json").write_text("[]")
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps({"models": {"default": "scripted:script.json"}, "execution": {"workspace": str(tmp_path)}}))
+    script = PhaseScript(AssessStatus=[assess("done", 1.0)], GeneratePlan=[plan(step("s1", tools=()))],
+                         text=["the notes are tidy", "They are tidy."])
+    graph = resolve_run(load_config(str(path)), script.planner().model).graph(checkpointer=InMemorySaver())
+    assert not (tmp_path / ".soothe" / "seal.key").exists()  # no gate yet: the key is not touched
+    config = run_config("ctx", 4)
+    await collect(graph, goal_input(GOAL, thread_id="ctx"), config, context={"approval": True})
+    shown = (await graph.aget_state(config)).interrupts[0].value
+    key = (tmp_path / ".soothe" / "seal.key").read_bytes()
+    assert shown["sha256"] == seal_digest(shown["plan"], key)
+    # the resume carries no context: the seal is still the keyed one, and the approval matches it
+    await collect(graph, Command(resume={"approved": True, "sha256": shown["sha256"]}), config)
+    state = (await graph.aget_state(config)).values
+    assert state["sealed_plan"]["sha256"] == shown["sha256"] and state["status"] == "done", state.get("error")
 
 
 async def test_a_configured_gate_seals_with_the_key(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:

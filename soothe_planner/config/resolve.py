@@ -24,11 +24,13 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
 
-The approval seal is keyed (``resolve_seal_key``) whenever the gate is on: HMAC-SHA-256 under
+A config's graph keys the approval seal (``resolve_seal_key``): HMAC-SHA-256 under
 ``SOOTHE_SEAL_KEY`` if that variable is set, else under a random key kept in ``seal.key`` in the
 state folder (the folder of ``checkpoint.path``, ``.soothe/`` beside the config by default),
-created with mode 0600 on first use. A key file that others may read or write is refused: the
-key is what stops a person who can edit the checkpoint from re-sealing a changed plan.
+created with mode 0600 on first use. The key is always given to the graph, because a run's
+context may turn the gate on, and read when first needed. A key file that others may read or
+write is refused: the key is what stops a person who can edit the checkpoint from re-sealing a
+changed plan.
 
 The public functions scrub their ``ConfigError`` messages of every value that came from an
 environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
@@ -40,7 +42,6 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-import secrets
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
     from soothe_planner.execution import StepExecutor
-    from soothe_planner.graph import Persistence
+    from soothe_planner.graph import Persistence, SealKey
     from soothe_planner.planner import LLMPlanner
 
 __all__ = [
@@ -84,9 +85,8 @@ __all__ = [
     "resolve_tools",
 ]
 
-SEAL_KEY_ENV = "SOOTHE_SEAL_KEY"
-"""The approval seal's key, when it is not kept in the state folder's ``seal.key``."""
 SEAL_KEY_FILE = "seal.key"
+"""The approval seal's key file, in the state folder (``SOOTHE_SEAL_KEY`` wins when it is set)."""
 
 SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 """A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
@@ -410,40 +410,18 @@ def resolve_executor(
 # --------------------------------------------------------------------------- a whole run
 
 
-def resolve_seal_key(config: SootheConfig) -> bytes | None:
-    """The approval seal's key (see the module docstring); ``None`` when the gate is off."""
-    if not config.run.approval:
-        return None
-    from_env = os.environ.get(SEAL_KEY_ENV)
-    if from_env:
-        return from_env.encode("utf-8")
-    path = Path(config.checkpoint.path).parent / SEAL_KEY_FILE
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "w", encoding="ascii") as out:
-                out.write(secrets.token_hex(32))
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        with os.fdopen(fd, encoding="ascii") as handle:
-            mode = os.fstat(handle.fileno()).st_mode
-            if mode & 0o077:
-                raise ConfigError(
-                    f"the approval seal's key file {str(path)!r} has mode {oct(mode & 0o777)}; others may read or "
-                    f"change it, so it cannot key the seal: chmod 600 it (or set {SEAL_KEY_ENV})"
-                )
-            key = handle.read().strip()
-    except OSError as exc:
-        raise ConfigError(
-            f"the approval seal's key file {str(path)!r} cannot be used ({exc.strerror or exc}); "
-            f"set {SEAL_KEY_ENV} instead"
-        ) from None
-    if len(key) < 32:
-        raise ConfigError(f"the approval seal's key file {str(path)!r} holds {len(key)} characters, fewer than 32")
-    return key.encode("ascii", "replace")
+def resolve_seal_key(config: SootheConfig) -> SealKey:
+    """The approval seal's key for ``config`` (see the module docstring), read on first use.
+
+    Always given to the graph, because the gate may be turned on per run (a run's context); read
+    here already when ``run.approval`` is on, so an unusable key file fails before any work.
+    """
+    from soothe_planner.graph import SealKey
+
+    key = SealKey(Path(config.checkpoint.path).parent / SEAL_KEY_FILE)
+    if config.run.approval:
+        key.get()
+    return key
 
 
 def loop_options(config: SootheConfig) -> dict[str, Any]:

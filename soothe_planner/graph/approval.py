@@ -36,10 +36,89 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import secrets
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ApprovalReply", "canonical_json", "parse_reply", "render_decision", "seal_digest", "shown"]
+from soothe_planner.errors import ConfigError
+
+__all__ = [
+    "SEAL_KEY_ENV",
+    "ApprovalReply",
+    "SealKey",
+    "canonical_json",
+    "parse_reply",
+    "render_decision",
+    "seal_digest",
+    "shown",
+]
+
+SEAL_KEY_ENV = "SOOTHE_SEAL_KEY"
+"""The approval seal's key, when it is not kept in a key file."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class SealKey:
+    """The seal's key: ``SOOTHE_SEAL_KEY``, else the file ``path`` (created 0600 on first use).
+
+    Read when first needed, not when the graph is built: a graph whose runs never pause for
+    approval never touches the file. Equal keys name the same file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._key: bytes | None = None
+        self._lock = threading.Lock()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SealKey) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"SealKey({str(self.path)!r})"
+
+    def get(self) -> bytes:
+        """The key; a ``ConfigError`` naming the file when it cannot be used."""
+        from_env = os.environ.get(SEAL_KEY_ENV)
+        if from_env:
+            return from_env.encode("utf-8")
+        with self._lock:
+            if self._key is None:
+                self._key = self._read()
+            return self._key
+
+    def _read(self) -> bytes:
+        path = self.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "w", encoding="ascii") as out:
+                    out.write(secrets.token_hex(32))
+            with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), encoding="ascii") as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                if mode & 0o077:
+                    raise ConfigError(
+                        f"the approval seal's key file {str(path)!r} has mode {oct(mode & 0o777)}; others may "
+                        f"read or change it, so it cannot key the seal: chmod 600 it (or set {SEAL_KEY_ENV})"
+                    )
+                key = handle.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"the approval seal's key file {str(path)!r} cannot be used ({getattr(exc, 'strerror', None) or exc}); "
+                f"set {SEAL_KEY_ENV} instead"
+            ) from None
+        if len(key) < 32:
+            raise ConfigError(f"the approval seal's key file {str(path)!r} holds {len(key)} characters, fewer than 32")
+        return key.encode("ascii")
 
 
 def canonical_json(value: Any) -> str:

@@ -64,6 +64,7 @@ from soothe_planner.execution import StepExecutor
 from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
+from .approval import SealKey
 from .loop_nodes import LoopNodes
 from .state import LoopGraphState, LoopInput, RunContext, StrangeLoopState
 
@@ -185,7 +186,7 @@ def build_strange_loop(
     callbacks: Sequence[BaseCallbackHandler] = (),
     name: str = "strange_loop",
     model_name: str | None = None,
-    seal_key: bytes | None = None,
+    seal_key: bytes | SealKey | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the StrangeLoop over any ``LoopPlannerProtocol`` implementation and ``executor``.
 
@@ -197,8 +198,8 @@ def build_strange_loop(
     default recursion limit. ``max_plan_steps``: the goal DAG's step cap. ``callbacks``: handlers
     attached at the graph's root for every run (e.g. a per-run tracer). ``model_name``: the
     model string the planner runs on, if it came from one (a run context naming another model is
-    refused rather than ignored). ``seal_key``: the key of the approval seal (HMAC-SHA-256;
-    without one the seal is a plain SHA-256, see ``approval.py``). Run with ``run_config(thread_id, max_iterations)``; a
+    refused rather than ignored). ``seal_key``: the key of the approval seal (HMAC-SHA-256),
+    or a ``SealKey`` read on first use; without one the seal is a plain SHA-256 (``approval.py``). Run with ``run_config(thread_id, max_iterations)``; a
     ``RunContext`` (``context=``) may change approval and the caps per run. A planner that does not implement the protocol
     (a missing method, or one that cannot take the protocol's arguments) is a ``TypeError`` here.
     """

@@ -29,6 +29,7 @@ Node and router names match the node names in ``loop.py``'s wiring table.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hmac
 import uuid
@@ -44,7 +45,7 @@ from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
-from .approval import parse_reply, render_decision, seal_digest
+from .approval import SealKey, parse_reply, render_decision, seal_digest
 from .nodes import (
     PlannerNodes,
     emit,
@@ -89,7 +90,7 @@ class LoopNodes(PlannerNodes):
         max_plan_steps: int = 8,
         intake: bool = True,
         model_name: str | None = None,
-        seal_key: bytes | None = None,
+        seal_key: bytes | SealKey | None = None,
     ) -> None:
         super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
                          max_iterations=max_iterations, max_plan_steps=max_plan_steps, intake=intake)
@@ -97,7 +98,15 @@ class LoopNodes(PlannerNodes):
         self.policy = policy
         self.approval = approval
         self.model_name = model_name
-        self.seal_key = seal_key
+        self._seal_key = seal_key
+
+    async def seal_key(self) -> bytes | None:
+        """The seal's key, read on first use (a ``SealKey``), or ``None``: a plain SHA-256 seal.
+
+        Read in a worker thread: a server's event loop must not wait on the file system.
+        """
+        key = self._seal_key
+        return await asyncio.to_thread(key.get) if isinstance(key, SealKey) else key
 
     def approval_on(self) -> bool:
         """Whether this run pauses for approval: the run context's choice, else the graph's default."""
@@ -153,7 +162,7 @@ class LoopNodes(PlannerNodes):
         # No side effects before interrupt(): on resume this node runs again from its start. The seal
         # is over the decision exactly as stored, so this node reads the plain state, not a view.
         decision = state.get("current_decision") or {}
-        digest = seal_digest(decision, self.seal_key)
+        digest = seal_digest(decision, await self.seal_key())
         sealed = state.get("sealed_plan") or {}
         if sealed.get("sha256") == digest:
             # This exact plan was approved already: no second question.
@@ -191,7 +200,7 @@ class LoopNodes(PlannerNodes):
         briefing = None
         if self.approval_on():
             sealed = state.get("sealed_plan")
-            refusal = _check_seal(stored, pm.in_flight_decision(), sealed, self.seal_key)
+            refusal = _check_seal(stored, pm.in_flight_decision(), sealed, await self.seal_key())
             if refusal:
                 emit({"event": "error", "error": refusal, "iteration": view.iteration})
                 return {"status": "failed", "error": refusal}
