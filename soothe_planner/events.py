@@ -13,7 +13,8 @@ keys forbidden, so the shapes here cannot drift from what is sent.
 ``plan``           phase 2 decided: ``plan_action`` keep | new, and the new ``steps``
 ``step_started``   a step began (or its journaled result was replayed)
 ``step_completed`` a step ended: ``success``, ``output`` (an excerpt) or ``error``
-``approval``       a human approved the plan (``sha256``) or rejected it (``feedback``)
+``approval``       a human approved the plan (``sha256``) or rejected it (``feedback``; ``refused``
+                   when the gate refused an approval that named no plan or another plan)
 ``error``          something failed; ``retry: true`` when the loop sends the plan back once
 ``completed``      the goal is done: ``final_answer``
 =================  ====================================================================
@@ -107,6 +108,7 @@ class ApprovalEvent(TypedDict):
     approved: bool
     sha256: NotRequired[str]  # on approval: the seal of the approved plan
     feedback: NotRequired[str]  # on rejection: what the human said
+    refused: NotRequired[bool]  # an approval the gate refused: no digest, or another plan's digest
 
 
 class ErrorEvent(TypedDict):

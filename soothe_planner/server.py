@@ -34,8 +34,9 @@ claimed; that would need a limiter in a shared store.
 Inputs: ``goal_input(goal, thread_id=...)`` as JSON (at least ``{"goal": ...}``), or a chat turn
 ``{"messages": [{"role": "user", "content": ...}]}``; set ``"intake": "complex"`` to skip the
 routing call. The approval gate (``run.approval: true``, or ``{"approval": true}`` in the run's
-context) pauses with an interrupt, resumed with ``Command(resume={"approved": true})`` from any
-client, including ``langgraph.pregel.remote.RemoteGraph``.
+context) pauses with an interrupt, resumed with ``Command(resume={"approved": true, "sha256": ...})``
+(the interrupt's digest: an approval names the plan it approves) from any client, including
+``langgraph.pregel.remote.RemoteGraph``.
 """
 
 from __future__ import annotations

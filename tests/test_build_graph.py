@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from tracing_support import SECRET, Capture, attr, capture, no_langfuse_env, tree
 
-from soothe_planner.config import load_config, loop_options, resolve_persistence, resolve_run
+from soothe_planner.config import (
+    load_config,
+    loop_options,
+    resolve_persistence,
+    resolve_run,
+    resolve_seal_key,
+)
 from soothe_planner.graph import goal_input, run_config
 from soothe_planner.models import PlanContext
 from soothe_planner.tracing import RunTracer, trace_id_for, trace_run
@@ -104,7 +110,9 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
         "approval": True, "synthesize": False, "intake": False, "failure_policy": "retry(2)",
         "max_iterations": 4, "max_plan_steps": 5, "context": PlanContext(workspace=str(WORKSPACE)),
         "callbacks": [], "model_name": f"scripted:{tmp_path / 'script.json'}",
+        "seal_key": resolve_seal_key(load_config(path)),
     }  # fmt: skip
+    assert len(server_kw["seal_key"].get()) == 64  # one key, kept outside the checkpoint, for both
     assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks", "model_name"}
     assert set(served.nodes) == set(cli.nodes) and "approve" in served.nodes
     assert served.config is not None and cli.config is not None
@@ -180,7 +188,8 @@ async def test_concurrent_runs_of_one_traced_graph_are_separate_traces_and_a_res
                                     for t, c in zip(("t-a", "t-b"), configs, strict=True)))
     assert all("__interrupt__" in p for p in paused)
     for c in configs:
-        await graph.ainvoke(Command(resume={"approved": True}), c)
+        digest = (await graph.aget_state(c)).interrupts[0].value["sha256"]
+        await graph.ainvoke(Command(resume={"approved": True, "sha256": digest}), c)
     spans = capture.spans()
     for thread in ("t-a", "t-b"):
         mine = [s for s in spans if format(s.context.trace_id, "032x") == trace_id_for(thread)]

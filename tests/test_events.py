@@ -31,6 +31,8 @@ async def _events_of_every_kind() -> list[dict[str, Any]]:
     config = run_config("ev", 6)
     events, _ = await collect(graph, goal_input("collect the facts", thread_id="ev"), config)
     for reply in ({"approved": False, "feedback": "fewer steps"}, {"approved": True}, {"approved": True}):
+        if reply["approved"]:  # an approval names the plan it approves
+            reply = {**reply, "sha256": (await graph.aget_state(config)).interrupts[0].value["sha256"]}
         more, _ = await collect(graph, Command(resume=reply), config)
         events += more
     trivial, _ = await collect(graph, goal_input("2 + 2?", thread_id="ev2"), run_config("ev2", 6))

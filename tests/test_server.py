@@ -202,7 +202,8 @@ async def _scenario(url: str, calls_log: Path) -> dict[str, Any]:
                                     context={"approval": True})  # fmt: skip
     state = await client.threads.get_state(thread)
     interrupts = [i for task in state["tasks"] for i in task.get("interrupts", [])]
-    resumed = await client.runs.wait(thread, assistant, command={"resume": {"approved": True}})
+    digest = interrupts[0]["value"]["sha256"] if interrupts else None  # an approval names the plan it approves
+    resumed = await client.runs.wait(thread, assistant, command={"resume": {"approved": True, "sha256": digest}})
     transcript["approval"] = {
         "paused_at": state["next"],
         "status_while_paused": paused.get("status"),

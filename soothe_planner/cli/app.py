@@ -122,7 +122,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
     from soothe_planner.cli.terminal import render_report, report_dict
 
     console = _out(args)
-    calls = resolved.controller.total_llm_calls if resolved is not None else None
+    calls = values.get("llm_calls") or 0  # the run's one count, persisted with it (concurrency/meter.py)
     if interrupts:
         payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
         if args.json:
@@ -141,7 +141,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
         print(json.dumps(report_dict(values, thread_id=thread_id, llm_calls=calls), indent=2, default=str))
     else:
         budget = resolved.config.concurrency.max_total_llm_calls if resolved is not None else 0
-        text = "" if calls is None else (f"{calls}/{budget}" if budget else str(calls))
+        text = f"{calls}/{budget}" if budget else str(calls)
         render_report(console, values, thread_id=thread_id, llm_calls_text=text)
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
@@ -190,7 +190,9 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
             if snapshot.interrupts:
                 if not args.approve and args.reject_feedback is None:
                     raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
-                inp = Command(resume={"approved": True} if args.approve else
+                # The approval names the plan the pause showed (its digest), never "whatever is there now".
+                pause = snapshot.interrupts[0].value if isinstance(snapshot.interrupts[0].value, dict) else {}
+                inp = Command(resume={"approved": True, "sha256": pause.get("sha256")} if args.approve else
                               {"approved": False, "feedback": args.reject_feedback or ""})
             elif _resumable(snapshot, thread_id):
                 inp = None  # continue from the last checkpoint (a killed run)
@@ -199,15 +201,18 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
         else:
             goal = args.goal
             inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
+        # Live: the count the run was saved with, plus the calls this process has made since; the
+        # nodes write the same sum back to the state, which the report and `show` read.
+        spent = (snapshot.values.get("llm_calls") or 0) if resume else 0
         view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
-                       llm_calls=lambda: resolved.controller.total_llm_calls)
+                       llm_calls=lambda: spent + resolved.controller.total_llm_calls)
         with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:
             try:
                 await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
             except GraphRecursionError:
-                raise PlannerError(
-                    f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
-                ) from None
+                # Recorded in the checkpoint, so the run reads failed (show, --json), never running.
+                error = f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
+                await graph.aupdate_state(run_cfg, {"status": "failed", "error": error})
         if trace.enabled and not args.json and trace.summary():
             _out(args).print(trace.summary())
         snapshot = await graph.aget_state(run_cfg)
@@ -297,7 +302,9 @@ async def _show(args: Options) -> int:
     else:
         from soothe_planner.cli.terminal import render_report
 
-        render_report(_out(args), values, thread_id=thread_id)
+        calls, budget = values.get("llm_calls") or 0, config.concurrency.max_total_llm_calls
+        render_report(_out(args), values, thread_id=thread_id,
+                      llm_calls_text=f"{calls}/{budget}" if budget else str(calls))
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
 

@@ -19,6 +19,7 @@ from soothe_planner.concurrency.limited_model import (
     limiting_controllers,
     unwrap_model,
 )
+from soothe_planner.concurrency.meter import RUN_METER, CallMeter, metering
 from soothe_planner.concurrency.slots import (
     HELD_LLM_SLOTS,
     Slots,
@@ -28,6 +29,8 @@ from soothe_planner.concurrency.slots import (
 __all__ = [
     "HELD_LLM_SLOTS",
     "PHASE_METADATA_KEY",
+    "RUN_METER",
+    "CallMeter",
     "ConcurrencyController",
     "ConcurrencyPolicy",
     "Slots",
@@ -35,6 +38,7 @@ __all__ = [
     "is_limited",
     "limit_model",
     "limiting_controllers",
+    "metering",
     "reset_held",
     "run_sync",
     "unwrap_model",

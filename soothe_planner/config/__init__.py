@@ -44,6 +44,7 @@ from soothe_planner.config.resolve import (
     resolve_persistence,
     resolve_planner,
     resolve_run,
+    resolve_seal_key,
     resolve_tools,
 )
 from soothe_planner.config.schema import (
@@ -93,6 +94,7 @@ __all__ = [
     "resolve_persistence",
     "resolve_planner",
     "resolve_run",
+    "resolve_seal_key",
     "resolve_tools",
     "split_model_spec",
     "write_config",

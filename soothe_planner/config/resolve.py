@@ -7,9 +7,14 @@ a missing API key names its environment variable; a tool spec that does not impo
 spec; a read-only tool that does not exist is an error, not a silently ignored key.
 
 The planner's and the executor's LLM calls must share ONE ``ConcurrencyController`` (the limiter
-is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
-``resolve_run`` do that. Models are built once per string and shared the same way, so the
-embedded server starts once and a scripted model's replies are consumed in one order.
+is a process-tree-wide cap). ``resolve_controller`` keeps one controller per config object, so
+``resolve_planner(c)`` and ``resolve_executor(c)`` called separately share it; ``resolve_run(c)``
+gives each run ``resolve_controller(c).for_run()`` — the same LLM slots, a budget of its own. A
+copy of the config (``model_copy``) or a config loaded again gets a controller of its own.
+Weighed: a process-wide controller would make two configs with different limits share one; a
+controller per call was the bug (two limiters, each allowing the full limit). Models are built
+once per string and shared the same way, so the embedded server starts once and a scripted
+model's replies are consumed in one order.
 
 The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
 is it in one call): the command line, the LangGraph server's ``make_graph`` and library callers
@@ -18,6 +23,14 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 ``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
+
+A config's graph keys the approval seal (``resolve_seal_key``): HMAC-SHA-256 under
+``SOOTHE_SEAL_KEY`` if that variable is set, else under a random key kept in ``seal.key`` in the
+state folder (the folder of ``checkpoint.path``, ``.soothe/`` beside the config by default),
+created with mode 0600 on first use. The key is always given to the graph, because a run's
+context may turn the gate on, and read when first needed. A key file that others may read or
+write is refused: the key is what stops a person who can edit the checkpoint from re-sealing a
+changed plan.
 
 The public functions scrub their ``ConfigError`` messages of every value that came from an
 environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
@@ -32,6 +45,7 @@ import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -50,7 +64,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
     from soothe_planner.execution import StepExecutor
-    from soothe_planner.graph import Persistence
+    from soothe_planner.graph import Persistence, SealKey
     from soothe_planner.planner import LLMPlanner
 
 __all__ = [
@@ -67,8 +81,12 @@ __all__ = [
     "resolve_persistence",
     "resolve_planner",
     "resolve_run",
+    "resolve_seal_key",
     "resolve_tools",
 ]
+
+SEAL_KEY_FILE = "seal.key"
+"""The approval seal's key file, in the state folder (``SOOTHE_SEAL_KEY`` wins when it is set)."""
 
 SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 """A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
@@ -209,10 +227,17 @@ def _uses_openai_compatible_server(config: SootheConfig) -> bool:
 
 
 def resolve_controller(config: SootheConfig) -> ConcurrencyController:
-    """One limiter for the whole run; pass it to both the planner and the executor."""
+    """The one limiter of everything resolved from this config object (see the module docstring)."""
     from soothe_planner.concurrency import ConcurrencyController
 
-    return ConcurrencyController(config.concurrency)
+    # Kept on the config object itself, tagged with its id: a model_copy carries private attributes
+    # over, and a copy (say with another workspace) is another run with its own limiter and count.
+    kept = config._controller
+    if kept is not None and kept[0] == id(config):
+        return kept[1]
+    controller = ConcurrencyController(config.concurrency)
+    config._controller = (id(config), controller)
+    return controller
 
 
 @_redacted
@@ -290,6 +315,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
         protected = [config.source] if config.source else []
         if config.checkpoint.backend == "sqlite":
             protected.append(str(config.checkpoint.path))
+        protected.append(str(Path(config.checkpoint.path).parent / SEAL_KEY_FILE))  # the approval seal's key
         try:
             cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
@@ -384,6 +410,20 @@ def resolve_executor(
 # --------------------------------------------------------------------------- a whole run
 
 
+def resolve_seal_key(config: SootheConfig) -> SealKey:
+    """The approval seal's key for ``config`` (see the module docstring), read on first use.
+
+    Always given to the graph, because the gate may be turned on per run (a run's context); read
+    here already when ``run.approval`` is on, so an unusable key file fails before any work.
+    """
+    from soothe_planner.graph import SealKey
+
+    key = SealKey(Path(config.checkpoint.path).parent / SEAL_KEY_FILE)
+    if config.run.approval:
+        key.get()
+    return key
+
+
 def loop_options(config: SootheConfig) -> dict[str, Any]:
     """What ``build_strange_loop`` takes from a config, besides the planner, executor and persistence."""
     from soothe_planner.models import PlanContext
@@ -396,6 +436,7 @@ def loop_options(config: SootheConfig) -> dict[str, Any]:
         "failure_policy": config.execution.failure_policy,
         "max_iterations": config.planner.max_iterations,
         "max_plan_steps": config.planner.max_plan_steps,
+        "seal_key": resolve_seal_key(config),
     }
 
 
@@ -442,13 +483,14 @@ def resolve_run(
 ) -> ResolvedRun:
     """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model.
 
-    ``controller``: the run's controller (default: a new one; a server passes one that shares its
-    process-wide LLM slots, ``ConcurrencyController.for_run``). ``pool``: models already built,
+    ``controller``: the run's controller (default: ``resolve_controller(config).for_run()``, its
+    own budget over the config's one set of LLM slots; a server passes one that shares its
+    process-wide slots the same way). ``pool``: models already built,
     shared between runs (default: a new pool for this run). ``tools``: the resolved
     ``execution.tools``, shared between runs (default: resolved for this run).
     """
     pool = pool if pool is not None else ModelPool(config)
-    controller = controller if controller is not None else resolve_controller(config)
+    controller = controller if controller is not None else resolve_controller(config).for_run()
     if model is not None:
         pool.built[config.models.default] = model
     planner = resolve_loop_planner(config, model, controller=controller, pool=pool)

@@ -175,6 +175,7 @@ class StepExecutor:
             is_read_only=self.is_read_only,
             calls=self.calls,
             recover_text_tool_calls=recover_text_tool_calls,
+            controller=self.controller,
         )
 
     # ------------------------------------------------------------------ capabilities

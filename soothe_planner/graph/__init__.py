@@ -7,7 +7,9 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 from __future__ import annotations
 
 from soothe_planner.graph.approval import (
+    SEAL_KEY_ENV,
     ApprovalReply,
+    SealKey,
     canonical_json,
     parse_reply,
     render_decision,
@@ -52,6 +54,7 @@ from soothe_planner.graph.view import (
 
 __all__ = [
     "NODES_PER_ITERATION",
+    "SEAL_KEY_ENV",
     "ApprovalReply",
     "LoopGraphState",
     "LoopInput",
@@ -61,6 +64,7 @@ __all__ = [
     "PlannerNodes",
     "RunContext",
     "RunStatus",
+    "SealKey",
     "StrangeLoopState",
     "build_strange_loop",
     "canonical_json",

@@ -61,11 +61,11 @@ from langgraph.graph.state import CompiledStateGraph
 
 from soothe_planner.concurrency import ConcurrencyPolicy, run_sync
 from soothe_planner.execution import StepExecutor
-from soothe_planner.models import FailurePolicy, PlanContext
+from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
+from .approval import SealKey
 from .loop_nodes import LoopNodes
-from .nodes import route_after_intake
 from .state import LoopGraphState, LoopInput, RunContext, StrangeLoopState
 
 __all__ = [
@@ -111,7 +111,7 @@ def goal_input(
     route (``intake``), its prior goals and its recent messages.
     """
     data: dict[str, Any] = {
-        "goal": goal,
+        "goal": clean_text(goal),  # a goal from argv may hold lone surrogates (undecodable bytes)
         "thread_id": thread_id,
         "prior_goals": list(prior_goals),
         "recent_messages": list(recent_messages),
@@ -145,12 +145,12 @@ def _wiring(nodes: LoopNodes) -> dict[str, Next]:
     A router given by name is a method of ``nodes``; its name is what a trace shows for the edge.
     """
     table: dict[str, Next] = {
-        "intake": (route_after_intake, ["answer", "plan_assess"]),
+        "intake": ("after_intake", ["answer", "plan_assess", END]),
         "answer": "finish",
         "plan_assess": ("after_assess", ["goal_completion", "plan_generate", END]),
         "plan_generate": ("after_generate", ["validate", END]),
         "validate": ("after_validate", ["execute", "plan_generate", END, "approve"]),
-        "approve": ("after_approve", ["execute", "plan_generate"]),
+        "approve": ("after_approve", ["execute", "plan_generate", END]),
         "execute": ("after_execute", ["record_iteration", END]),
         "record_iteration": "plan_assess",
         "goal_completion": "finish",
@@ -186,6 +186,7 @@ def build_strange_loop(
     callbacks: Sequence[BaseCallbackHandler] = (),
     name: str = "strange_loop",
     model_name: str | None = None,
+    seal_key: bytes | SealKey | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the StrangeLoop over any ``LoopPlannerProtocol`` implementation and ``executor``.
 
@@ -197,7 +198,8 @@ def build_strange_loop(
     default recursion limit. ``max_plan_steps``: the goal DAG's step cap. ``callbacks``: handlers
     attached at the graph's root for every run (e.g. a per-run tracer). ``model_name``: the
     model string the planner runs on, if it came from one (a run context naming another model is
-    refused rather than ignored). Run with ``run_config(thread_id, max_iterations)``; a
+    refused rather than ignored). ``seal_key``: the key of the approval seal (HMAC-SHA-256),
+    or a ``SealKey`` read on first use; without one the seal is a plain SHA-256 (``approval.py``). Run with ``run_config(thread_id, max_iterations)``; a
     ``RunContext`` (``context=``) may change approval and the caps per run. A planner that does not implement the protocol
     (a missing method, or one that cannot take the protocol's arguments) is a ``TypeError`` here.
     """
@@ -216,13 +218,14 @@ def build_strange_loop(
         max_plan_steps=max_plan_steps,
         intake=intake,
         model_name=model_name,
+        seal_key=seal_key,
     )
     g: StateGraph[Any, Any, Any, Any] = StateGraph(
         StrangeLoopState, context_schema=RunContext, input_schema=LoopInput, output_schema=LoopGraphState
     )
     table = _wiring(nodes)
     for node in table:
-        g.add_node(node, _both_forms(node, getattr(nodes, node)))
+        g.add_node(node, _both_forms(node, nodes.metered(node, getattr(nodes, node))))
     g.add_edge(START, "intake")
     for node, following in table.items():
         if isinstance(following, str):

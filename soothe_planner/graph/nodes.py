@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
-from soothe_planner.models import FailurePolicy, PlanContext, StatusAssessment, StepResult
+from soothe_planner.models import FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
 from soothe_planner.planner import counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
@@ -115,7 +115,8 @@ def run_options() -> RunContext:
         from langgraph.config import get_config
         from langgraph.runtime import get_runtime
 
-        raw: Any = get_runtime().context
+        runtime = get_runtime()  # None where LangGraph runs a router with no run (``update_state``)
+        raw: Any = runtime.context if runtime is not None else None
         if not raw:
             raw = get_config().get("configurable") or {}
     except (RuntimeError, KeyError, LookupError):  # not inside a graph run
@@ -209,6 +210,10 @@ class PlannerNodes:
             "continuation": bool(view.prior_goals),
             "plan_manager": self.new_manager(view.goal).to_dict(),
         }
+        if clean_text(view.goal) != view.goal:
+            # A goal given straight to the graph (a server's input, a chat turn) is cleaned here,
+            # once: it is hashed into journal keys and sent in every prompt, both as UTF-8.
+            updates["goal"] = updates["served_goal"] = clean_text(view.goal)
         if view.intake is None and not self.routes_intake:
             updates["intake"] = "complex"  # routing is off: every goal gets the full loop
         elif view.intake is None:

@@ -10,11 +10,13 @@ here is listed in the docstring of ``reader``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from soothe_planner.dag import find_cycle
 from soothe_planner.errors import PlanParseError
+from soothe_planner.models import STEP_ID_RULE, is_step_id
 from soothe_planner.parsing.json_repair import json_type
 from soothe_planner.parsing.typed_args import (
     ARGS_KEYS,
@@ -29,6 +31,7 @@ __all__ = [
     "ID_KEYS",
     "apply_rules",
     "assign_ids",
+    "conform_ids",
     "fold_keys",
     "is_step_like",
     "norm_id",
@@ -172,6 +175,44 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
     # Empty args say nothing: a structured answer always carries the field.
     settle_tools(out, label, warnings, bool(args))
     return out
+
+
+_NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def conform_ids(steps: list[dict[str, Any]], warnings: list[str], text: str) -> None:
+    """Rewrite every id that breaks the one id rule, and the dependencies naming it, in place.
+
+    Small models write titles as ids (``"1. Web search"``, a key ``"Step 1"``); an id is printed
+    into every later prompt, so one holding ``<``, a quote or a newline could close a fence there.
+    Each run of other characters becomes ``_`` and the id is cut to 32 characters — the same
+    rewrite for the step and for every dependency that names it, so the plan keeps its shape. Two
+    ids that rewrite to one (or to an id another step has) are an error, never merged.
+    """
+    renamed: dict[str, str] = {}
+    for s in steps:
+        sid = s["id"]
+        if sid is None or is_step_id(sid):
+            continue
+        new = (_NOT_ID_CHARS.sub("_", sid).strip("_") or "step")[:32]
+        renamed[sid] = new
+        s["id"] = new
+    if not renamed:
+        return
+    given = [s["id"] for s in steps if s["id"] is not None]
+    for old, new in renamed.items():
+        if given.count(new) > 1:
+            raise PlanParseError(
+                f"step id {old!r} breaks the id rule ({STEP_ID_RULE}) and its rewrite {new!r} is the id of "
+                "another step; give every step an id of those characters",
+                text,
+            )
+    warnings.append(
+        f"rewrote {len(renamed)} id(s) to keep the id rule ({STEP_ID_RULE}): "
+        + ", ".join(f"{old!r} -> {new!r}" for old, new in renamed.items())
+    )
+    for s in steps:
+        s["depends_on"] = list(dict.fromkeys(renamed.get(d, d) for d in s["depends_on"]))
 
 
 def _position(dep: str, count: int) -> bool:
