@@ -58,6 +58,9 @@ _EXPORTS: dict[str, str] = {
     # execution and the loop
     "StepExecutor": "execution",
     "build_strange_loop": "graph.loop",
+    "goal_input": "graph.loop",
+    "run_config": "graph.loop",
+    "create_planner_agent": "config",
     # configuration
     "SootheConfig": "config",
     "load_config": "config",
@@ -86,6 +89,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
     from soothe_planner.config import (
         SootheConfig,
+        create_planner_agent,
         load_config,
         resolve_executor,
         resolve_loop_planner,
@@ -106,7 +110,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
         ScriptExhaustedError,
     )
     from soothe_planner.execution import StepExecutor
-    from soothe_planner.graph.loop import build_strange_loop
+    from soothe_planner.graph.loop import build_strange_loop, goal_input, run_config
     from soothe_planner.models import (
         AgentDecision,
         Capability,

@@ -8,6 +8,21 @@ enforced here by validators, so an incoherent object cannot exist:
   ``keep`` ⇒ no decision (the in-flight one stands); ``degraded`` ⇒ never ``done``.
 - progress and confidence are clamped into [0, 1]; they are estimates, not contracts.
 
+Two rules hold on every path into these models, whoever builds them (the parser, a structured
+answer, the typed API, a checkpoint):
+
+- **One id rule.** A step id (and every dependency a step names) is 1 to 32 letters, digits,
+  ``_``, ``.`` or ``-`` (``STEP_ID_PATTERN``; the wire schema advertises the same pattern). An id
+  is printed into prompts, Mermaid diagrams and journal keys; an id that could hold ``<``, a
+  quote or a newline could close a prompt fence or fake a line, so the rule is enforced here
+  rather than escaped at every place that prints one.
+- **Clean text.** A lone surrogate (``\ud800``: what a JSON ``"\ud800"`` escape, or a file name
+  that is not UTF-8, decodes to) cannot be encoded as UTF-8, and the seal, the step journal and
+  every provider request encode text. ``clean_text`` replaces each one with U+FFFD; the models
+  that carry a model's or a tool's text (steps, decisions, results, assessments) clean their
+  strings when they are built, so nothing downstream meets one. Valid text is left exactly as it
+  is (a fast path: ASCII, then one encode attempt).
+
 Everything here is plain pydantic v2 and round-trips through JSON, which is how it is stored in
 LangGraph checkpoints.
 """
@@ -24,6 +39,8 @@ from soothe_planner.concurrency import ConcurrencyPolicy
 
 __all__ = [
     "LEGACY_EXECUTION_MODES",
+    "STEP_ID_PATTERN",
+    "STEP_ID_RULE",
     "AgentDecision",
     "CallKind",
     "Capability",
@@ -44,7 +61,11 @@ __all__ = [
     "StepAction",
     "StepResult",
     "StepStatus",
+    "check_step_id",
+    "clean_text",
+    "clean_value",
     "execution_mode_of",
+    "is_step_id",
 ]
 
 StepStatus = Literal["pending", "in_progress", "completed", "failed", "skipped"]
@@ -59,6 +80,48 @@ IntakeRoute = Literal["trivial", "simple", "complex"]
 CallKind = Literal["intake", "plan-assess", "plan-generate", "continuation", "answer", "reflect", "revise"]
 """The planner's kinds of call, as named in traces; a kind's re-asks and raw fallback count as that kind."""
 FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
+
+STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
+"""The one id rule (see the module docstring): the wire schema, the parser and these models share it."""
+STEP_ID_RULE = "1 to 32 letters, digits, '_', '.' or '-'"
+_STEP_ID_RE = re.compile(STEP_ID_PATTERN)
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def is_step_id(value: object) -> bool:
+    """Whether ``value`` is a string that keeps the id rule."""
+    return isinstance(value, str) and _STEP_ID_RE.fullmatch(value) is not None
+
+
+def check_step_id(value: object, what: str = "step id") -> str:
+    """``value`` if it keeps the id rule; else a ``ValueError`` naming the value and the rule."""
+    if not is_step_id(value):
+        raise ValueError(f"{what} {value!r} breaks the id rule: {STEP_ID_RULE}")
+    return str(value)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD (valid text comes back unchanged)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE_RE.sub("\ufffd", text)
+    return text
+
+
+def clean_value(value: Any) -> Any:
+    """``value`` with ``clean_text`` applied to every string in it, keys included, at any depth."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_value(k): clean_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_value(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(clean_value(v) for v in value)
+    return value
 
 
 def execution_mode_of(value: Any) -> Any:
@@ -78,10 +141,35 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=False)
 
 
+class _Text(_Model):
+    """A model that carries a model's or a tool's text: its strings are cleaned as it is built."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clean(cls, data: Any) -> Any:
+        return clean_value(data) if isinstance(data, dict) else data
+
+
 # --------------------------------------------------------------------------- steps and results
 
 
-class StepResult(_Model):
+class _StepIds(_Text):
+    """A step: its id and the ids it depends on keep the one id rule."""
+
+    @field_validator("id", check_fields=False)
+    @classmethod
+    def _id_rule(cls, value: str) -> str:
+        return check_step_id(value)
+
+    @field_validator("depends_on", check_fields=False)
+    @classmethod
+    def _dependency_rule(cls, value: list[str]) -> list[str]:
+        for dep in value:
+            check_step_id(dep, "dependency")
+        return value
+
+
+class StepResult(_Text):
     """What running one step produced. The single result type used everywhere."""
 
     step_id: str
@@ -98,10 +186,10 @@ class StepResult(_Model):
     attempt: int = 1
 
 
-class StepAction(_Model):
+class StepAction(_StepIds):
     """One step of a decision, as the planner hands it to the executor."""
 
-    id: str = Field(min_length=1)
+    id: str
     description: str
     tools: list[str] = Field(default_factory=list)
     subagent: str | None = None
@@ -118,7 +206,7 @@ class StepAction(_Model):
     )
 
 
-class AgentDecision(_Model):
+class AgentDecision(_Text):
     """A batch of steps to execute (or a final answer), with how to schedule them."""
 
     type: Literal["execute_steps", "final"] = "execute_steps"
@@ -138,10 +226,10 @@ class AgentDecision(_Model):
         return self
 
 
-class PlanStep(_Model):
+class PlanStep(_StepIds):
     """A node of the goal-wide DAG: a step plus its runtime state."""
 
-    id: str = Field(min_length=1)
+    id: str
     description: str
     execution_hint: ExecutionHint = "auto"
     status: StepStatus = "pending"
@@ -254,7 +342,7 @@ class GoalDirective(_Model):
         return self
 
 
-class Reflection(_Model):
+class Reflection(_Text):
     """How a plan is going, and whether it should be revised."""
 
     assessment: str
@@ -268,7 +356,7 @@ class Reflection(_Model):
 # --------------------------------------------------------------------------- loop planning
 
 
-class StatusAssessment(_Model):
+class StatusAssessment(_Text):
     """Phase 1: is the goal done, and if not, does the in-flight plan still stand?"""
 
     status: Literal["continue", "replan", "done"]
@@ -290,7 +378,7 @@ class StatusAssessment(_Model):
         return self
 
 
-class PlanResult(_Model):
+class PlanResult(_Text):
     """What one ``plan()`` returns: the status, and the decision to execute next, if any."""
 
     status: Literal["continue", "replan", "done"]
@@ -327,7 +415,7 @@ class PlanResult(_Model):
         return self
 
 
-class ContinuationAssessment(_Model):
+class ContinuationAssessment(_Text):
     """For a follow-up turn on a thread: one bootstrap step, or full plan generation."""
 
     action: Literal["bootstrap", "plan_generate"]

@@ -1,46 +1,151 @@
 """How does the StrangeLoop run on a LangGraph server (``langgraph dev`` / LangGraph Platform)?
 
-``langgraph.json`` at the repository root points the server at ``make_graph``, which builds the
-loop from a YAML config: the file named by ``SOOTHE_CONFIG``, else ``config/default.yaml`` in the
-working directory, else the built-in defaults. The graph is compiled *without* a checkpointer or
-store: the server injects its own persistence (PostgreSQL in production), and the executor's step
-journal uses the server's store, so a worker that dies mid-``execute`` resumes without re-running
-completed steps. The graph is built where the CLI builds its own (``ResolvedRun.graph``), so every
-key of the config means the same here: ``run.intake: false`` skips the routing call, and
-``tracing.langfuse`` traces each run the server starts (one trace per thread, as the CLI's).
+``langgraph.json`` at the repository root points the server at ``make_graph``, an async factory
+the server calls for every run (and to read the graph's schemas). It builds the loop from a YAML
+config: the file named by ``SOOTHE_CONFIG``, else ``soothe.yaml`` in the working directory (what
+``soothe-planner init`` writes), else ``config/default.yaml`` there (the repository's), else the
+config shipped in the package. The graph is built where the CLI builds its own
+(``ResolvedRun.graph``), so every key of the config means the same here. The graph is compiled
+*without* a checkpointer or store: the server injects its own persistence (PostgreSQL in
+production), and the executor's step journal uses the server's store, so a worker that dies
+mid-``execute`` resumes without re-running completed steps.
 
-Inputs are the same as in-process: ``goal_input(goal, thread_id=...)`` as JSON (at least
-``{"goal": ...}``); set ``"intake": "complex"`` to skip the routing call. The run config should
-carry ``recursion_limit`` from ``run_config``; the approval gate (``run.approval: true``) pauses
-with an interrupt, resumed with ``Command(resume={"approved": true})`` from any client, including
+What is built once per server process, and what per run:
+
+- **Once** (the first call, per config): the config, the tools, the models (one instance per
+  model string, so the embedded model server starts once) and the root ``ConcurrencyController``. Every run's
+  controller is ``root.for_run()``: it shares the root's LLM-call slots, so
+  ``global_max_llm_calls`` caps the model calls in flight across all runs of the process.
+- **Per run**: the budget (``max_total_llm_calls``), the goal/step/subagent slots, and the
+  run's own choices from its context (``RunContext``: ``model``, ``approval``,
+  ``max_iterations``, ``max_plan_steps``; a server mirrors the context into ``configurable``,
+  where this factory reads it). A model string the process has not used yet is built then, once.
+
+Nothing blocks the server's event loop: reading the config, checking paths, importing tools and
+building models happen in a worker thread (``asyncio.to_thread``), and the process-wide parts are
+built under a lock there. A LangGraph dev server refuses blocking calls on its loop
+(``BlockingError``); ``--allow-blocking`` is not needed.
+
+Across replicas (several server processes behind one deployment): each process has its own root
+controller, so the in-flight cap is per process — N replicas may have N × ``global_max_llm_calls``
+calls in flight — and the budget is per run wherever the run executes. No cross-replica cap is
+claimed; that would need a limiter in a shared store.
+
+Inputs: ``goal_input(goal, thread_id=...)`` as JSON (at least ``{"goal": ...}``), or a chat turn
+``{"messages": [{"role": "user", "content": ...}]}``; set ``"intake": "complex"`` to skip the
+routing call. The approval gate (``run.approval: true``, or ``{"approval": true}`` in the run's
+context) pauses with an interrupt, resumed with ``Command(resume={"approved": true, "sha256": ...})``
+(the interrupt's digest: an approval names the plan it approves) from any client, including
 ``langgraph.pregel.remote.RemoteGraph``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.graph.state import CompiledStateGraph
 
-__all__ = ["CONFIG_ENV", "make_graph"]
+# Imported with the module, which the server loads at start-up: the first run then does not pay
+# for importing LangChain's and the package's modules on its way to a graph.
+from soothe_planner.config import (
+    CONFIG_FILE_NAME,
+    SCRIPTED_MODEL_ENV,
+    ModelPool,
+    ModelsConfig,
+    SootheConfig,
+    find_config,
+    resolve_controller,
+    resolve_run,
+    resolve_tools,
+)
+from soothe_planner.graph import parse_run_context
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langchain_core.tools import BaseTool
+
+    from soothe_planner.concurrency import ConcurrencyController
+    from soothe_planner.graph import RunContext
+
+__all__ = ["CONFIG_ENV", "graph_for_run", "make_graph"]
 
 CONFIG_ENV = "SOOTHE_CONFIG"
 DEFAULT_CONFIG = Path("config") / "default.yaml"
+
+
+@dataclass
+class _Process:
+    """What a server process builds once per config: the config, its models and the root controller."""
+
+    config: SootheConfig
+    pool: ModelPool
+    controller: ConcurrencyController
+    tools: list[BaseTool]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_processes: dict[tuple[str | None, str | None], _Process] = {}
+_processes_lock = threading.Lock()
 
 
 def _config_path() -> Path | None:
     named = os.environ.get(CONFIG_ENV)
     if named:
         return Path(named)
-    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+    for candidate in (Path(CONFIG_FILE_NAME), DEFAULT_CONFIG):
+        if candidate.is_file():
+            return candidate
+    return None  # the shipped config
 
 
-def make_graph(config: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
-    """The StrangeLoop compiled from the configured YAML (``config``: the server's run config, unused)."""
-    from soothe_planner.config import SootheConfig, load_config, resolve_run
+def _process() -> _Process:
+    key = (os.environ.get(CONFIG_ENV), os.environ.get(SCRIPTED_MODEL_ENV))
+    with _processes_lock:
+        found = _processes.get(key)
+        if found is None:
+            config = find_config(_config_path())
+            found = _Process(config, ModelPool(config), resolve_controller(config), resolve_tools(config))
+            _processes[key] = found
+        return found
 
-    path = _config_path()
-    cfg = load_config(path) if path is not None else SootheConfig()
-    return resolve_run(cfg).graph()
+
+def _run_config(config: SootheConfig, options: RunContext) -> SootheConfig:
+    """``config`` with the run's choices applied, each section validated again."""
+    if not options:
+        return config
+    update: dict[str, Any] = {}
+    if "model" in options and options["model"] != config.models.default:
+        base = Path(config.source).resolve().parent if config.source else Path.cwd()
+        fields = config.models.model_dump(exclude={"default"})
+        update["models"] = ModelsConfig.model_validate(
+            {**fields, "default": options["model"]}, context={"base_dir": base}
+        )
+    planner = {k: options[k] for k in ("max_iterations", "max_plan_steps") if k in options}
+    if planner:
+        update["planner"] = type(config.planner).model_validate({**config.planner.model_dump(), **planner})
+    if "approval" in options:
+        update["run"] = config.run.model_copy(update={"approval": options["approval"]})
+    return config.model_copy(update=update) if update else config
+
+
+def graph_for_run(configurable: Mapping[str, Any] | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The StrangeLoop for one run, its ``RunContext`` read from ``configurable`` (blocking: off the loop)."""
+    process = _process()
+    options = parse_run_context(dict(configurable or {}))
+    config = _run_config(process.config, options)
+    with process.lock:  # models are built once per string, whichever run asks first
+        pool = ModelPool(config, built=process.pool.built)
+        run = resolve_run(config, controller=process.controller.for_run(), pool=pool, tools=process.tools)
+    return run.graph()
+
+
+async def make_graph(config: RunnableConfig | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The server's graph factory: ``graph_for_run`` in a worker thread (``config``: the run's config)."""
+    configurable = dict((config or {}).get("configurable") or {})
+    return await asyncio.to_thread(graph_for_run, configurable)

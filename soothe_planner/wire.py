@@ -42,6 +42,7 @@ from pydantic.functional_validators import BeforeValidator
 from pydantic.json_schema import SkipJsonSchema
 
 from soothe_planner.models import (
+    STEP_ID_PATTERN,
     AgentDecision,
     ContinuationAssessment,
     ExecutionHint,
@@ -49,6 +50,7 @@ from soothe_planner.models import (
     StatusAssessment,
     StepAction,
     _clamp01,
+    clean_value,
     execution_mode_of,
 )
 
@@ -67,15 +69,17 @@ __all__ = [
     "to_status_assessment",
 ]
 
-STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
 WIRE_MAX_STEPS = 50
 """A hard ceiling on steps in one answer, whatever ``max_plan_steps`` says."""
 
 
 def _truncate(limit: int) -> BeforeValidator:
+    # Cleaned as well as cut: a lone surrogate in a model's JSON (``"\ud800"``) stops here.
     def cut(value: Any) -> Any:
-        if isinstance(value, str) and len(value) > limit:
-            return value[: limit - 1] + "…"
+        if isinstance(value, str):
+            value = clean_value(value)
+            if len(value) > limit:
+                return value[: limit - 1] + "…"
         return value
 
     return BeforeValidator(cut)
@@ -94,7 +98,7 @@ class _Wire(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-Args = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
+Args = Annotated[dict[str, Any], BeforeValidator(clean_value), WithJsonSchema({"type": "object"})]
 _ADVERTISED_REQUIRED = ["id", "description", "tool", "args", "depends_on"]
 
 

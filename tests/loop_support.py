@@ -141,3 +141,11 @@ async def collect(
 
 def kinds(events: list[dict[str, Any]]) -> list[str]:
     return [e["event"] for e in events]
+
+
+async def approval(graph: Any, config: Any) -> Any:
+    """The resume that approves the plan the pause shows, naming its digest as an approval must."""
+    from langgraph.types import Command
+
+    snapshot = await graph.aget_state(config)
+    return Command(resume={"approved": True, "sha256": snapshot.interrupts[0].value["sha256"]})

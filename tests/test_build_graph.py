@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 from tracing_support import SECRET, Capture, attr, capture, no_langfuse_env, tree
 
-from soothe_planner.config import load_config, loop_options, resolve_persistence, resolve_run
+from soothe_planner.config import (
+    load_config,
+    loop_options,
+    resolve_persistence,
+    resolve_run,
+    resolve_seal_key,
+)
 from soothe_planner.graph import goal_input, run_config
 from soothe_planner.models import PlanContext
 from soothe_planner.tracing import RunTracer, trace_id_for, trace_run
@@ -93,7 +99,7 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
 
     path = _config(tmp_path, monkeypatch)
     seen = _spy(monkeypatch)
-    served = make_graph()
+    served = await make_graph()
     cli = await _cli_graph(path)
     assert len(seen) == 2
     server_kw, cli_kw = seen
@@ -103,9 +109,11 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
     assert _options(server_kw) == {
         "approval": True, "synthesize": False, "intake": False, "failure_policy": "retry(2)",
         "max_iterations": 4, "max_plan_steps": 5, "context": PlanContext(workspace=str(WORKSPACE)),
-        "callbacks": [],
+        "callbacks": [], "model_name": f"scripted:{tmp_path / 'script.json'}",
+        "seal_key": resolve_seal_key(load_config(path)),
     }  # fmt: skip
-    assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks"}
+    assert len(server_kw["seal_key"].get()) == 64  # one key, kept outside the checkpoint, for both
+    assert loop_options(load_config(path)).keys() == _options(cli_kw).keys() - {"callbacks", "model_name"}
     assert set(served.nodes) == set(cli.nodes) and "approve" in served.nodes
     assert served.config is not None and cli.config is not None
     assert served.config["recursion_limit"] == cli.config["recursion_limit"]
@@ -117,7 +125,7 @@ async def test_the_server_graph_skips_the_routing_call_when_intake_is_off(
     from soothe_planner.server import make_graph
 
     _config(tmp_path, monkeypatch, run={"approval": False})
-    final = await make_graph().ainvoke(goal_input(GOAL, thread_id="s"), run_config("s", 4))
+    final = await (await make_graph()).ainvoke(goal_input(GOAL, thread_id="s"), run_config("s", 4))
     assert final["status"] == "done" and final["intake"] == "complex"
     assert "src/notes.py:11: # TODO: reject empty notes" in final["final_answer"]  # synthesize: false, the step summary
 
@@ -132,7 +140,7 @@ async def test_the_server_graph_traces_each_run_as_the_cli_does(
     monkeypatch.setenv("LANGFUSE_SECRET_KEY", SECRET)
     _config(tmp_path, monkeypatch, run={"approval": False},
             tracing={"langfuse": {"enabled": True, "tags": ["srv"], "user_id": "ops"}})
-    graph = make_graph()
+    graph = await make_graph()
     assert graph.config is not None and [type(c) for c in graph.config["callbacks"]] == [RunTracer]
     final = await graph.ainvoke(goal_input(GOAL, thread_id="t-srv"), run_config("t-srv", 4))
     assert final["status"] == "done"
@@ -180,7 +188,8 @@ async def test_concurrent_runs_of_one_traced_graph_are_separate_traces_and_a_res
                                     for t, c in zip(("t-a", "t-b"), configs, strict=True)))
     assert all("__interrupt__" in p for p in paused)
     for c in configs:
-        await graph.ainvoke(Command(resume={"approved": True}), c)
+        digest = (await graph.aget_state(c)).interrupts[0].value["sha256"]
+        await graph.ainvoke(Command(resume={"approved": True, "sha256": digest}), c)
     spans = capture.spans()
     for thread in ("t-a", "t-b"):
         mine = [s for s in spans if format(s.context.trace_id, "032x") == trace_id_for(thread)]
@@ -189,3 +198,25 @@ async def test_concurrent_runs_of_one_traced_graph_are_separate_traces_and_a_res
         steps = [s for s in mine if s.name == "step:find" and attr(s, "langfuse.observation.type") != "generation"]
         assert len(steps) == 1, thread  # each run's step under its own trace, none under the other's
     assert {format(s.context.trace_id, "032x") for s in spans} == {trace_id_for("t-a"), trace_id_for("t-b")}
+
+
+async def test_the_server_builds_each_run_from_its_context_on_the_process_wide_parts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from soothe_planner.graph import recursion_limit_for
+    from soothe_planner.server import _process, graph_for_run
+
+    _config(tmp_path, monkeypatch, run={"approval": False})
+    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL")  # the model comes from the config, or the run's context
+    (tmp_path / "other.json").write_text(json.dumps(SCRIPT))
+    seen = _spy(monkeypatch)
+    graph = graph_for_run({"approval": True, "max_iterations": 2, "model": "scripted:other.json", "user": "x"})
+    assert seen[-1]["approval"] is True and seen[-1]["max_iterations"] == 2
+    assert seen[-1]["model_name"] == f"scripted:{tmp_path / 'other.json'}"  # relative to the config's folder
+    assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)
+    paused = await graph.ainvoke(goal_input(GOAL, thread_id="ctx"), run_config("ctx", 2))
+    assert "__interrupt__" in paused and paused["status"] == "running"  # approval, from the context
+    process = _process()
+    assert set(process.pool.built) >= {f"scripted:{tmp_path / 'other.json'}"}  # built once, kept for later runs
+    with pytest.raises(ValueError, match="run context max_iterations = 'two'"):
+        graph_for_run({"max_iterations": "two"})

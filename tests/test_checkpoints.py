@@ -10,8 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langgraph.types import Command
-from loop_support import PhaseScript, assess, collect, plan, read_tool, step
+from loop_support import PhaseScript, approval, assess, collect, plan, read_tool, step
 
 from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
@@ -84,7 +83,7 @@ async def test_paused_thread_round_trips_and_resumes_on_a_fresh_graph(opener: Op
         graph = build_strange_loop(script.planner(), StepExecutor(tools=[read_tool(log)]),
                                    checkpointer=p.checkpointer, store=p.store, approval=True)
         await collect(graph, goal_input("grow the plan", thread_id=thread), config)
-        await collect(graph, Command(resume={"approved": True}), config)
+        await collect(graph, await approval(graph, config), config)
         # paused again: iteration 1's plan awaits approval, iteration 0's results are recorded
         before = (await graph.aget_state(config)).values
     assert before["iteration"] == 1 and len(PlanManager.from_dict(before["plan_manager"]).step_results()) == 2
@@ -103,7 +102,7 @@ async def test_paused_thread_round_trips_and_resumes_on_a_fresh_graph(opener: Op
         assert [(n.id, n.status) for n in pm.nodes] == [("s1", "completed"), ("s2", "completed"), ("s3", "pending")]
         assert pm.node("s1").result is not None and pm.node("s1").result.output == "read(do s1)"
 
-        await collect(fresh, Command(resume={"approved": True}), config)
+        await collect(fresh, await approval(fresh, config), config)
         final = (await fresh.aget_state(config)).values
     assert final["status"] == "done"
     assert [line.splitlines()[0] for line in log] == ["do s1", "do s2", "do s3"]  # nothing ran twice

@@ -131,7 +131,7 @@ def test_config_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "goal"]) == EXIT_USAGE  # --config is required
+    assert main(["run"]) == EXIT_USAGE  # GOAL is required (--config is not: see test_cli_init.py)
     assert main(["frobnicate"]) == EXIT_USAGE
     assert main(["--version"]) == 0
     assert "soothe-planner 0.1.0" in capsys.readouterr().out
@@ -272,7 +272,7 @@ def test_resume_decides_by_status_not_only_by_what_is_scheduled(
         async with resolve_persistence(config) as persistence:
             graph = _graph(config, resolve_run(config), persistence)
             cfg_ = run_config("t1", 3)
-            await graph.aupdate_state(cfg_, {"status": "running"}, as_node="goal_completion")
+            await graph.aupdate_state(cfg_, {"status": "running"}, as_node="finish")
             snap = await graph.aget_state(cfg_)
             assert snap.values["status"] == "running" and not snap.next
 
@@ -292,8 +292,8 @@ def test_click_runner_help_lists_the_commands_in_order_and_the_exit_codes() -> N
 
     result = CliRunner().invoke(cli, ["--help"])
     assert result.exit_code == EXIT_DONE
-    listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()][:5]
-    assert listed == ["run", "plan", "validate", "resume", "show"]
+    listed = [line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()][:6]
+    assert listed == ["init", "run", "plan", "validate", "resume", "show"]
     assert "130 interrupted" in " ".join(result.stdout.split())
     assert CliRunner().invoke(cli, ["--version"]).stdout.strip() == "soothe-planner 0.1.0"
 
@@ -311,7 +311,7 @@ def test_click_runner_takes_the_output_flags_before_or_after_the_command(argv: l
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["run", "goal"], "Missing option '--config'"),
+    (["run"], "Missing argument 'GOAL'"),
     (["frobnicate"], "No such command 'frobnicate'"),
     (["plan", "--config", "c.yaml", "--format", "pdf", "goal"], "'pdf' is not one of"),
     (["resume", "--config", "c.yaml"], "Missing option '--thread'"),
@@ -347,7 +347,7 @@ def test_an_interrupt_exits_130_with_one_line(
 
 def test_help_and_usage_mistakes_do_not_load_the_library() -> None:
     # the console script imports soothe_planner.cli: its terminal renderings come at first use
-    code = ("import sys; from soothe_planner.cli import main; main(['--help']); main(['run', 'goal']); "
+    code = ("import sys; from soothe_planner.cli import main; main(['--help']); main(['run']); "
             "print(sorted(m for m in ('langchain_core', 'langgraph', 'pydantic') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -292,3 +292,26 @@ async def test_a_freed_slot_wakes_a_waiter_on_the_same_loop_without_an_extra_rou
     assert entered.is_set()
     await asyncio.wait_for(task, GUARD_S)
     assert controller.in_flight_llm_calls == 0 and controller.total_llm_calls == 2
+
+
+# -- one process, many runs ------------------------------------------------------------------------
+
+
+async def test_runs_of_one_process_share_the_llm_cap_and_keep_their_own_budgets() -> None:
+    process = ConcurrencyController(ConcurrencyPolicy(global_max_llm_calls=2, max_total_llm_calls=5))
+    runs = [process.for_run() for _ in range(3)]
+    witness = InFlight()
+    base = slow_async_model(witness)
+    models = [run.wrap_model(base) for run in runs]
+
+    await asyncio.wait_for(
+        asyncio.gather(*(m.ainvoke(f"q{i}") for m in models for i in range(5))), GUARD_S * 3
+    )
+
+    assert witness.done == 15
+    assert witness.max == 2  # three runs, one cap: measured inside the model
+    assert [run.total_llm_calls for run in runs] == [5, 5, 5]  # each run spent its own budget
+    with pytest.raises(LLMBudgetExceeded):
+        await models[0].ainvoke("one too many")
+    assert await runs[1].for_run().wrap_model(base).ainvoke("a fresh run") is not None
+    assert process.in_flight_llm_calls == 0 and process.peak_llm_calls == 2

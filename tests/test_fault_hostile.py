@@ -147,8 +147,9 @@ async def test_an_obeyed_injection_naming_a_configured_write_tool_stops_at_the_a
             break
         rendering = pending[0].value["rendering"]
         shown.append(rendering)
-        command = Command(resume={"approved": "wipe" not in rendering, "feedback": "never wipe"})
-    assert any("[wipe]" in r for r in shown), "the obeyed write step was not shown at the gate"
+        command = Command(resume={"approved": "wipe" not in rendering, "feedback": "never wipe",
+                                  "sha256": pending[0].value["sha256"]})
+    assert any("[wipe" in r for r in shown), "the obeyed write step was not shown at the gate"
     assert tools.read_calls == 1 and tools.wipe_calls == 0
 
 

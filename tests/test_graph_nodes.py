@@ -93,7 +93,7 @@ async def test_trivial_follow_up_goes_to_the_continuation_check_not_a_direct_ans
     n, _ = nodes({"route": "trivial", "answer": "Paris"})
     update = await n.intake({"goal": "and its population?", "prior_goals": ["capital of France?"]})
     assert update["intake"] == "trivial" and update["continuation"] is True
-    assert update["status"] == "running" and "final_answer" not in update
+    assert update["status"] == "running" and update["final_answer"] is None
     assert route_after_intake({**update}) == "plan_assess"
 
 

@@ -125,6 +125,7 @@ async def test_the_whole_loop_runs_on_a_planner_with_no_model() -> None:
         *(["plan_assess", "plan_generate", "validate", "execute", "record_iteration"] * 3),
         "plan_assess",
         "goal_completion",
+        "finish",
     ]
     pm = PlanManager.from_dict(state["plan_manager"])
     assert [(r.step_id, r.output) for r in pm.step_results()] == [("alpha", "ALPHA"), ("beta", "BETA"),
@@ -141,7 +142,7 @@ async def test_a_trivial_route_is_answered_by_the_planner_with_no_plan() -> None
     planner = OneStepAtATime(route="trivial")
     state, _, nodes = await _run(planner)
     assert (state["status"], state["final_answer"]) == ("done", "hello")
-    assert nodes == ["intake", "answer"] and planner.calls == ["route_intake"]
+    assert nodes == ["intake", "answer", "finish"] and planner.calls == ["route_intake"]
 
 
 async def test_with_intake_routing_off_the_planner_is_never_asked_to_route() -> None:

@@ -22,7 +22,7 @@ LAYERS: list[list[str]] = [
     ["errors"],
     ["concurrency"],
     ["models"],
-    ["wire", "protocols", "testing", "tracing", "tools"],
+    ["wire", "protocols", "testing", "tracing", "tools", "events"],
     ["dag"],
     ["parsing"],
     ["planner", "local"],

@@ -75,6 +75,7 @@ async def test_one_iteration_then_done_streams_events_in_order() -> None:
         "record_iteration",
         "plan_assess",
         "goal_completion",
+        "finish",
     ]
     results = {r.step_id: r for r in PlanManager.from_dict(state["plan_manager"]).step_results()}
     assert results["s2"].output == "read(reread read(do s1))"
@@ -141,7 +142,7 @@ async def test_trivial_intake_is_answered_without_planning_or_execution() -> Non
     ran: list[str] = []
     state, events, nodes = await _run(script, StepExecutor(tools=[read_tool(ran)]))
     assert (state["status"], state["final_answer"]) == ("done", "4")
-    assert nodes == ["intake", "answer"] and ran == []
+    assert nodes == ["intake", "answer", "finish"] and ran == []
     assert script.schemas() == ["RouteIntake"]
     assert kinds(events)[-1] == "completed"
 
@@ -166,7 +167,7 @@ async def test_terminal_after_execute_ends_the_goal_after_its_one_execution() ->
         script, StepExecutor(tools=[read_tool()]), planner=_BootstrapPlanner(script.planner())
     )
     assert state["status"] == "done"
-    assert nodes[-2:] == ["plan_assess", "goal_completion"]
+    assert nodes[-3:] == ["plan_assess", "goal_completion", "finish"]
     assert script.schemas() == ["RouteIntake", "GeneratePlan"]  # no assessment call after the bootstrap step
 
 
@@ -264,7 +265,9 @@ def test_langgraph_json_points_at_a_factory_that_returns_the_compiled_loop(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import importlib.util
+    import inspect
     import json
+    import sys
     from pathlib import Path
 
     from langgraph.graph.state import CompiledStateGraph
@@ -275,13 +278,16 @@ def test_langgraph_json_points_at_a_factory_that_returns_the_compiled_loop(
     module_spec = importlib.util.spec_from_file_location("soothe_server_under_test", root / file)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
+    monkeypatch.setitem(sys.modules, "soothe_server_under_test", module)  # as the server registers it
     module_spec.loader.exec_module(module)
 
     (tmp_path / "script.json").write_text("[]")
     (tmp_path / "soothe.yaml").write_text("checkpoint:\n  backend: memory\nrun:\n  approval: true\n")
     monkeypatch.setenv("SOOTHE_SCRIPTED_MODEL", str(tmp_path / "script.json"))
     monkeypatch.setenv("SOOTHE_CONFIG", str(tmp_path / "soothe.yaml"))
-    graph = getattr(module, attr)()
+    factory = getattr(module, attr)
+    assert inspect.iscoroutinefunction(factory)  # the server awaits it; its blocking work runs in a thread
+    graph = asyncio.run(factory())
     assert isinstance(graph, CompiledStateGraph)
     assert {"intake", "plan_assess", "plan_generate", "validate", "approve", "execute"} <= set(graph.nodes)
     assert graph.checkpointer is None  # the server brings its own persistence

@@ -211,9 +211,11 @@ def test_deep_or_pathological_nesting_raises_a_parse_error_not_a_crash(text: str
         parse_decision(text)
 
 
-def test_a_plan_after_a_megabyte_of_prose_is_still_found() -> None:
-    text = "word " * 200_000 + '[{"id": "s1", "description": "x"}]'
+def test_a_plan_after_a_lot_of_prose_is_still_found_and_a_megabyte_is_refused_unread() -> None:
+    text = "word " * 80_000 + '[{"id": "s1", "description": "x"}]'  # 400 KB: under the cap
     assert [s.id for s in parse_decision(text).decision.steps] == ["s1"]  # type: ignore[union-attr]
+    with pytest.raises(PlanParseError, match="over the cap"):  # no plan of 50 steps is a megabyte
+        parse_decision("word " * 200_000 + '[{"id": "s1", "description": "x"}]')
 
 
 # --------------------------------------------------------------------------- parse_object

@@ -174,9 +174,9 @@ def test_a_fresh_id_skips_ids_the_decision_itself_uses() -> None:
 def test_a_fresh_id_always_matches_the_wire_id_pattern() -> None:
     long_id = "x" * 32
     pm = PlanManager("g")
-    pm.ingest(decision(act(long_id), act("odd id!")))
-    run(pm, ok(long_id), ok("odd id!"))
-    report = pm.ingest(decision(act(long_id), act("odd id!")), 1)
+    pm.ingest(decision(act(long_id), act("a.b-c_9")))
+    run(pm, ok(long_id), ok("a.b-c_9"))
+    report = pm.ingest(decision(act(long_id), act("a.b-c_9")), 1)
     for new in report.renamed.values():
         assert re.fullmatch(STEP_ID_PATTERN, new), new
     assert len(set(report.renamed.values())) == 2

@@ -116,6 +116,7 @@ def test_configured_tools_protect_the_config_file_and_the_default_checkpoint(tmp
     (write,) = resolve_tools(load_config(cfg))
     _refused(write, {"path": "soothe.yaml", "content": "execution: {tools: ['os:system']}"}, "never write")
     _refused(write, {"path": "db/ck.sqlite", "content": "x"}, "never write")
+    _refused(write, {"path": "db/seal.key", "content": "a key the writer knows"}, "never write")  # the seal's key
     assert "os:system" not in cfg.read_text()
 
 

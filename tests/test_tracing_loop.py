@@ -81,7 +81,7 @@ TWO_ITERATION_TREE = [
     (1, "intake"),
     (2, "intake"),
     (3, "intake"),
-    (2, "route_after_intake"),
+    (2, "after_intake"),
     *FIRST_ITERATION,
     (2, "step:s1"),
     (3, "fetch"),
@@ -99,6 +99,7 @@ TWO_ITERATION_TREE = [
     (3, "plan-assess"),
     (2, "after_assess"),
     (1, "goal_completion"),
+    (1, "finish"),
 ]
 
 
@@ -145,7 +146,8 @@ async def test_a_run_resumed_after_approval_continues_the_same_trace(capture: Ca
         paused = await graph.ainvoke(goal_input(goal, thread_id="t-approve"), first.config_for(config))
     assert "__interrupt__" in paused
     with trace_run(None, goal=goal, thread_id="t-approve", resumed=True, client=capture.client) as second:
-        await graph.ainvoke(Command(resume={"approved": True}), second.config_for(config))
+        digest = (await graph.aget_state(config)).interrupts[0].value["sha256"]
+        await graph.ainvoke(Command(resume={"approved": True, "sha256": digest}), second.config_for(config))
     spans = capture.spans()
     roots = [name for depth, name in tree(spans) if depth == 0]
     assert roots == ["soothe-run: Fetch three topics", "soothe-run (resumed): Fetch three topics"]

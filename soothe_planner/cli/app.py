@@ -1,8 +1,11 @@
 """The ``soothe-planner`` command: parse arguments, load the config, call the library, render.
 
-Commands: ``run`` (the StrangeLoop, live), ``plan`` (plan only), ``validate`` (a config file),
-``resume`` (a paused or killed run), ``show`` (a past run, read from the checkpointer alone: no
-model is started). The CLI holds no logic of its own; ``terminal.py`` draws, the library decides.
+Commands: ``init`` (write an editable config), ``run`` (the StrangeLoop, live), ``plan`` (plan
+only), ``validate`` (a config file), ``resume`` (a paused or killed run), ``show`` (a past run, read
+from the checkpointer alone: no model is started). Without ``--config`` a command reads
+``./soothe.yaml`` (what ``init`` writes), else the config shipped in the package
+(``config/defaults.py``). The CLI holds no logic of its own; ``terminal.py`` draws, the library
+decides.
 
 Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
 configuration error, 3 the run is paused waiting for plan approval (resume it with ``--approve``
@@ -70,6 +73,8 @@ class Options:
     path: str = ""
     approve: bool = False
     reject_feedback: str | None = None
+    directory: str = "."
+    force: bool = False
 
 
 def _out(args: Options) -> Console:
@@ -117,7 +122,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
     from soothe_planner.cli.terminal import render_report, report_dict
 
     console = _out(args)
-    calls = resolved.controller.total_llm_calls if resolved is not None else None
+    calls = values.get("llm_calls") or 0  # the run's one count, persisted with it (concurrency/meter.py)
     if interrupts:
         payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
         if args.json:
@@ -126,8 +131,9 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
             print(json.dumps(report, indent=2, default=str))
         else:
             console.print((payload or {}).get("rendering", "") if isinstance(payload, dict) else str(payload))
+            named = f"--config {args.config} " if args.config else ""
             console.print(
-                f"paused for approval; continue with: soothe-planner resume --config {args.config} "
+                f"paused for approval; continue with: soothe-planner resume {named}"
                 f"--thread {thread_id} --approve  (or --reject 'feedback')"
             )
         return EXIT_PAUSED
@@ -135,7 +141,7 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
         print(json.dumps(report_dict(values, thread_id=thread_id, llm_calls=calls), indent=2, default=str))
     else:
         budget = resolved.config.concurrency.max_total_llm_calls if resolved is not None else 0
-        text = "" if calls is None else (f"{calls}/{budget}" if budget else str(calls))
+        text = f"{calls}/{budget}" if budget else str(calls)
         render_report(console, values, thread_id=thread_id, llm_calls_text=text)
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
@@ -163,11 +169,11 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
     from langgraph.types import Command
 
     from soothe_planner.cli.terminal import RunView
-    from soothe_planner.config import load_config, resolve_persistence, resolve_run
+    from soothe_planner.config import find_config, resolve_persistence, resolve_run
     from soothe_planner.graph import goal_input, run_config
     from soothe_planner.tracing import trace_run
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     thread_id = args.thread or uuid.uuid4().hex[:12]
     if not resume and not args.json:
         _out(args).print(f"thread {thread_id}")
@@ -184,7 +190,9 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
             if snapshot.interrupts:
                 if not args.approve and args.reject_feedback is None:
                     raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
-                inp = Command(resume={"approved": True} if args.approve else
+                # The approval names the plan the pause showed (its digest), never "whatever is there now".
+                pause = snapshot.interrupts[0].value if isinstance(snapshot.interrupts[0].value, dict) else {}
+                inp = Command(resume={"approved": True, "sha256": pause.get("sha256")} if args.approve else
                               {"approved": False, "feedback": args.reject_feedback or ""})
             elif _resumable(snapshot, thread_id):
                 inp = None  # continue from the last checkpoint (a killed run)
@@ -193,15 +201,18 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
         else:
             goal = args.goal
             inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
+        # Live: the count the run was saved with, plus the calls this process has made since; the
+        # nodes write the same sum back to the state, which the report and `show` read.
+        spent = (snapshot.values.get("llm_calls") or 0) if resume else 0
         view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
-                       llm_calls=lambda: resolved.controller.total_llm_calls)
+                       llm_calls=lambda: spent + resolved.controller.total_llm_calls)
         with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:
             try:
                 await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
             except GraphRecursionError:
-                raise PlannerError(
-                    f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
-                ) from None
+                # Recorded in the checkpoint, so the run reads failed (show, --json), never running.
+                error = f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
+                await graph.aupdate_state(run_cfg, {"status": "failed", "error": error})
         if trace.enabled and not args.json and trace.summary():
             _out(args).print(trace.summary())
         snapshot = await graph.aget_state(run_cfg)
@@ -217,6 +228,20 @@ def cmd_run(args: Options) -> int:
 
 def cmd_resume(args: Options) -> int:
     return asyncio.run(_run_or_resume(args, resume=True))
+
+
+def cmd_init(args: Options) -> int:
+    from soothe_planner.config import write_config
+
+    path = write_config(args.directory, force=args.force)
+    if args.json:
+        print(json.dumps({"written": str(path)}))
+    else:
+        _out(args).print(
+            f"wrote {path}: edit it (models.default, execution.workspace, ...); commands run in its folder "
+            f"read it without --config, e.g.  soothe-planner run \"List the files\""
+        )
+    return EXIT_DONE
 
 
 def cmd_validate(args: Options) -> int:
@@ -236,10 +261,10 @@ def cmd_validate(args: Options) -> int:
 
 async def _plan(args: Options) -> int:
     from soothe_planner.cli.terminal import plan_json, plan_mermaid, plan_table
-    from soothe_planner.config import load_config, resolve_run
+    from soothe_planner.config import find_config, resolve_run
     from soothe_planner.graph import offered_context
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     resolved = resolve_run(config)
     context = offered_context(resolved.executor, _context(config), plan_mode=True)
     plan = await resolved.planner.create_plan(args.goal, context)
@@ -259,9 +284,9 @@ def cmd_plan(args: Options) -> int:
 
 async def _show(args: Options) -> int:
     from soothe_planner.cli.terminal import report_dict
-    from soothe_planner.config import load_config, resolve_checkpointer
+    from soothe_planner.config import find_config, resolve_checkpointer
 
-    config = load_config(args.config)
+    config = find_config(args.config)
     thread_id = args.thread or ""  # required by the parser
     async with resolve_checkpointer(config) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
@@ -277,7 +302,9 @@ async def _show(args: Options) -> int:
     else:
         from soothe_planner.cli.terminal import render_report
 
-        render_report(_out(args), values, thread_id=thread_id)
+        calls, budget = values.get("llm_calls") or 0, config.concurrency.max_total_llm_calls
+        render_report(_out(args), values, thread_id=thread_id,
+                      llm_calls_text=f"{calls}/{budget}" if budget else str(calls))
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
 
@@ -355,6 +382,8 @@ def _dispatch(command: Callable[[Options], int], params: dict[str, Any]) -> None
     ctx = click.get_current_context()
     top = ctx.find_root().params
     json_, debug = params.pop("json_"), params.pop("debug")
+    if params.get("config") is None and "config" in params:
+        params["config"] = ""  # not given: find_config decides
     args = Options(json=json_ or top["json_"], debug=debug or top["debug"], **params)
     ctx.exit(_boundary(command, args))
 
@@ -378,8 +407,20 @@ def cli(json_: bool, debug: bool) -> None:
     """Plan and run goals with an LLM planner over a LangGraph StrangeLoop."""
 
 
+_CONFIG_HELP = "the YAML config file (default: ./soothe.yaml, else the packaged default)"
+
+
+@cli.command("init", short_help="write an editable config (DIR/soothe.yaml)")
+@click.argument("directory", default=".", metavar="[DIR]")
+@click.option("--force", is_flag=True, help="replace an existing soothe.yaml")
+@_output_flags
+def _init_command(**params: Any) -> None:
+    """Write the packaged default config as DIR/soothe.yaml (DIR: the current folder) for you to edit."""
+    _dispatch(cmd_init, params)
+
+
 @cli.command("run", short_help="run a goal through the StrangeLoop, with live progress")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", help="thread id (default: a new one, printed at start)")
 @click.argument("goal")
 @_output_flags
@@ -389,7 +430,7 @@ def _run_command(**params: Any) -> None:
 
 
 @cli.command("plan", short_help="plan a goal without running it")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--format", type=_FORMATS, default="table", show_default=True)
 @click.argument("goal")
 @_output_flags
@@ -407,7 +448,7 @@ def _validate_command(**params: Any) -> None:
 
 
 @cli.command("resume", short_help="continue a paused or interrupted run")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", required=True, help="the run's thread id")
 @click.option("--approve", is_flag=True, help="approve the plan waiting for approval")
 @click.option("--reject", "reject_feedback", metavar="FEEDBACK", help="reject it, with feedback")
@@ -418,7 +459,7 @@ def _resume_command(**params: Any) -> None:
 
 
 @cli.command("show", short_help="show the DAG and results of a past run")
-@click.option("--config", required=True, help="the YAML config file")
+@click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", required=True, help="the run's thread id")
 @click.option("--format", type=_FORMATS, default="table", show_default=True)
 @_output_flags

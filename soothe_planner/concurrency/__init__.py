@@ -6,6 +6,7 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.concurrency.bridge import run_sync
 from soothe_planner.concurrency.controller import (
     ConcurrencyController,
     ConcurrencyPolicy,
@@ -18,6 +19,7 @@ from soothe_planner.concurrency.limited_model import (
     limiting_controllers,
     unwrap_model,
 )
+from soothe_planner.concurrency.meter import RUN_METER, CallMeter, metering
 from soothe_planner.concurrency.slots import (
     HELD_LLM_SLOTS,
     Slots,
@@ -27,6 +29,8 @@ from soothe_planner.concurrency.slots import (
 __all__ = [
     "HELD_LLM_SLOTS",
     "PHASE_METADATA_KEY",
+    "RUN_METER",
+    "CallMeter",
     "ConcurrencyController",
     "ConcurrencyPolicy",
     "Slots",
@@ -34,6 +38,8 @@ __all__ = [
     "is_limited",
     "limit_model",
     "limiting_controllers",
+    "metering",
     "reset_held",
+    "run_sync",
     "unwrap_model",
 ]

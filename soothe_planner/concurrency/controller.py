@@ -19,7 +19,8 @@ What was weighed:
   would shrink the limit for the rest of the run.
 - The total-calls budget is checked and reserved *before* waiting for a slot, so the call that
   would exceed it never reaches the model. A reservation whose wait is cancelled is refunded: no
-  call was made.
+  call was made. Inside a run's ``CallMeter`` (``meter.py``) the budget is the run's, carried over
+  from its checkpoint; the controller's own total then only tallies.
 - LLM slots are re-entrant per controller within one context (a ``ContextVar``): a wrapped model
   called inside ``llm_call()``, a model wrapped twice, or an async call falling back to the sync
   one in a worker thread (LangChain copies the context there) all count once. The price: a task
@@ -36,6 +37,11 @@ What was weighed:
   limit: without it every call runs LangChain's preparation (callbacks, config, messages) before
   any finished call can hand its slot on, and the slots sit idle behind that burst. The admission
   queue only orders work; the LLM limit and the budget are enforced at the model call itself.
+- A runnable built elsewhere (a subagent graph passed in from code) calls models this controller
+  never wrapped. ``runnable_call`` holds one LLM slot for the whole run of it — its model calls
+  join that slot, so they never exceed the limit — and hands back a callback handler that charges
+  each of its model calls to the budget as it starts. The price: such a subagent's own calls run
+  one at a time, and a model in it wrapped by *another* controller is charged by both.
 - A sync ``llm_call_sync()`` made on a thread that runs an event loop blocks that loop while it
   waits; if the slots are held by tasks of the same loop it waits forever. Sync model calls
   belong in worker threads (LangChain's ``ainvoke`` already puts them there).
@@ -49,9 +55,11 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
+from langchain_core.callbacks import BaseCallbackHandler
 from pydantic import BaseModel, ConfigDict, Field
 
 from soothe_planner.concurrency.limited_model import limit_model
+from soothe_planner.concurrency.meter import RUN_METER
 from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, Slots, reset_held
 from soothe_planner.errors import LLMBudgetExceeded
 
@@ -124,6 +132,19 @@ class ConcurrencyController:
         self._total_llm_calls = 0
         self._calls_by_phase: dict[str, int] = {}
 
+    def for_run(self) -> ConcurrencyController:
+        """A controller for one run that shares this one's LLM-call slots and keeps its own budget.
+
+        A server runs many goals in one process: the in-flight cap (``global_max_llm_calls``) must
+        hold across all of them, so every run's controller hands out the same LLM slots (and the
+        same admission places); the budget (``max_total_llm_calls``) and the goal, step and
+        subagent slots stay per run, as they are for a run on the command line.
+        """
+        run = ConcurrencyController(self.policy)
+        run._llm = self._llm
+        run._admission = self._admission
+        return run
+
     def __repr__(self) -> str:
         return (
             f"ConcurrencyController(llm {self.in_flight_llm_calls}/{self._llm.limit or '∞'} in flight, "
@@ -159,14 +180,20 @@ class ConcurrencyController:
         """Count the call against the budget before it is made; raise if the budget is spent."""
         limit = self.policy.max_total_llm_calls
         name = phase or UNKNOWN_PHASE
+        meter = RUN_METER.get()
+        if meter is not None:  # a run's own count and budget (meter.py); the controller only tallies
+            meter.charge()
         with self._budget_lock:
-            if limit and self._total_llm_calls >= limit:
+            if meter is None and limit and self._total_llm_calls >= limit:
                 raise LLMBudgetExceeded(limit, self._total_llm_calls)
             self._total_llm_calls += 1
             self._calls_by_phase[name] = self._calls_by_phase.get(name, 0) + 1
 
     def _refund(self, phase: str | None) -> None:
         name = phase or UNKNOWN_PHASE
+        meter = RUN_METER.get()
+        if meter is not None:
+            meter.refund()
         with self._budget_lock:
             self._total_llm_calls -= 1
             self._calls_by_phase[name] -= 1
@@ -290,6 +317,24 @@ class ConcurrencyController:
             reset_held(token)
             lease.leave()
 
+    @asynccontextmanager
+    async def runnable_call(self, phase: str | None = None) -> AsyncIterator[BaseCallbackHandler]:
+        """Hold one LLM slot around a whole runnable whose models this controller did not wrap.
+
+        Yields a callback handler to put in the runnable's config: it charges every model call of
+        the run to the budget when the call starts (``LLMBudgetExceeded`` stops it there). Models
+        that this controller did wrap join the held slot and are charged once, by the handler.
+        """
+        lease = self.held_lease()
+        if lease is None or not lease.join():
+            lease = await self.lease_llm_slot(phase, counted=True)
+        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
+        try:
+            yield _ChargeEachCall(self, phase)
+        finally:
+            reset_held(token)
+            lease.leave()
+
     def wrap_model(self, model: BaseChatModel) -> BaseChatModel:
         """Return a copy of ``model`` whose every call takes one of this controller's LLM slots.
 
@@ -360,3 +405,20 @@ class ConcurrencyController:
             "subagents_peak": self.peak_subagents,
             "goals_peak": self.peak_goals,
         }
+
+
+class _ChargeEachCall(BaseCallbackHandler):
+    """Charges each model call of a runnable to a controller's budget (see ``runnable_call``)."""
+
+    run_inline = True  # counting only: never blocks, and must raise in the caller's own context
+    raise_error = True  # a spent budget stops the call
+
+    def __init__(self, controller: ConcurrencyController, phase: str | None) -> None:
+        self._controller = controller
+        self._phase = phase
+
+    def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+        self._controller._reserve(self._phase)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, **kwargs: Any) -> None:
+        self._controller._reserve(self._phase)

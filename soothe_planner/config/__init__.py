@@ -6,6 +6,16 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.config.agent import (
+    create_planner_agent,
+    policy_config,
+)
+from soothe_planner.config.defaults import (
+    CONFIG_FILE_NAME,
+    find_config,
+    packaged_config_text,
+    write_config,
+)
 from soothe_planner.config.load import (
     config_from_dict,
     format_validation_error,
@@ -34,6 +44,7 @@ from soothe_planner.config.resolve import (
     resolve_persistence,
     resolve_planner,
     resolve_run,
+    resolve_seal_key,
     resolve_tools,
 )
 from soothe_planner.config.schema import (
@@ -48,6 +59,7 @@ from soothe_planner.config.schema import (
 )
 
 __all__ = [
+    "CONFIG_FILE_NAME",
     "PROVIDERS",
     "SCRIPTED_MODEL_ENV",
     "CheckpointConfig",
@@ -64,11 +76,15 @@ __all__ = [
     "build_graph",
     "check_model_spec",
     "config_from_dict",
+    "create_planner_agent",
+    "find_config",
     "format_validation_error",
     "interpolate",
     "load_config",
     "loop_options",
+    "packaged_config_text",
     "parse_yaml",
+    "policy_config",
     "provider_of",
     "resolve_chat_model",
     "resolve_checkpointer",
@@ -78,6 +94,8 @@ __all__ = [
     "resolve_persistence",
     "resolve_planner",
     "resolve_run",
+    "resolve_seal_key",
     "resolve_tools",
     "split_model_spec",
+    "write_config",
 ]

@@ -7,7 +7,9 @@ A model string is one of:
 - ``provider:model`` — LangChain's ``init_chat_model`` spelling (``openai:gpt-4o-mini``,
   ``anthropic:claude-3-5-haiku-latest``); with ``models.base_url`` set, the provider must be
   ``openai`` (any OpenAI-compatible server: vLLM, Ollama, LM Studio, llama.cpp) or the string
-  may be a bare model name.
+  may be a bare model name. A provider outside the table below is passed to LangChain's own
+  ``init_chat_model`` when the ``langchain`` package is installed (it knows more providers, and
+  says which integration package a provider needs).
 
 What was weighed: ``init_chat_model`` lives in the ``langchain`` package, which this package does
 not depend on; the table below does the same job for the providers people use (the integration
@@ -24,7 +26,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass
 
-__all__ = ["PROVIDERS", "Provider", "check_model_spec", "provider_of", "split_model_spec"]
+__all__ = ["PROVIDERS", "Provider", "check_model_spec", "init_chat_model_available", "provider_of", "split_model_spec"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,14 @@ PROVIDERS: dict[str, Provider] = {
 # A bare model name is common in other tools' configs; these prefixes say which provider was meant.
 _NAME_HINTS = {"gpt-": "openai", "o1": "openai", "o3": "openai", "o4": "openai", "claude": "anthropic",
                "gemini": "google_genai", "mistral": "mistralai", "deepseek": "deepseek", "grok": "xai"}
+
+
+def init_chat_model_available() -> bool:
+    """Whether LangChain's ``init_chat_model`` (the ``langchain`` package) can be imported here."""
+    try:
+        return importlib.util.find_spec("langchain.chat_models") is not None
+    except (ImportError, ValueError):  # a parent package that is missing or half-installed
+        return False
 
 
 def split_model_spec(spec: str) -> tuple[str, str]:
@@ -110,10 +120,14 @@ def check_model_spec(spec: str, *, base_url: str | None = None) -> str:
     provider = PROVIDERS.get(kind)
     if provider is None:
         close = difflib.get_close_matches(kind, PROVIDERS, n=1)
+        if not close and init_chat_model_available() and not base_url:
+            return spec  # init_chat_model builds it, or says why not, when the model is resolved
         did_you_mean = f"did you mean {close[0]!r}? " if close else ""
+        other = ("" if init_chat_model_available()
+                 else "; other providers need LangChain's init_chat_model: pip install langchain")
         raise ValueError(
             f"unknown provider {kind!r} in {spec!r}; {did_you_mean}known providers: "
-            f"{', '.join(sorted(PROVIDERS))}, plus 'local' and 'scripted:PATH'"
+            f"{', '.join(sorted(PROVIDERS))}, plus 'local' and 'scripted:PATH'{other}"
         )
     if base_url and kind != "openai":
         raise ValueError(

@@ -7,9 +7,14 @@ a missing API key names its environment variable; a tool spec that does not impo
 spec; a read-only tool that does not exist is an error, not a silently ignored key.
 
 The planner's and the executor's LLM calls must share ONE ``ConcurrencyController`` (the limiter
-is a process-tree-wide cap): build it with ``resolve_controller`` and pass it to both, or let
-``resolve_run`` do that. Models are built once per string and shared the same way, so the
-embedded server starts once and a scripted model's replies are consumed in one order.
+is a process-tree-wide cap). ``resolve_controller`` keeps one controller per config object, so
+``resolve_planner(c)`` and ``resolve_executor(c)`` called separately share it; ``resolve_run(c)``
+gives each run ``resolve_controller(c).for_run()`` — the same LLM slots, a budget of its own. A
+copy of the config (``model_copy``) or a config loaded again gets a controller of its own.
+Weighed: a process-wide controller would make two configs with different limits share one; a
+controller per call was the bug (two limiters, each allowing the full limit). Models are built
+once per string and shared the same way, so the embedded server starts once and a scripted
+model's replies are consumed in one order.
 
 The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
 is it in one call): the command line, the LangGraph server's ``make_graph`` and library callers
@@ -18,6 +23,14 @@ all go through it, so every key means the same everywhere — ``run.approval``, 
 ``max_plan_steps``, and ``tracing.langfuse`` (a ``RunTracer`` on the graph, so a server's runs are
 traced as the CLI's are). Only persistence differs by caller: the CLI opens its checkpointer and
 store, a server injects its own.
+
+A config's graph keys the approval seal (``resolve_seal_key``): HMAC-SHA-256 under
+``SOOTHE_SEAL_KEY`` if that variable is set, else under a random key kept in ``seal.key`` in the
+state folder (the folder of ``checkpoint.path``, ``.soothe/`` beside the config by default),
+created with mode 0600 on first use. The key is always given to the graph, because a run's
+context may turn the gate on, and read when first needed. A key file that others may read or
+write is refused: the key is what stops a person who can edit the checkpoint from re-sealing a
+changed plan.
 
 The public functions scrub their ``ConfigError`` messages of every value that came from an
 environment variable (``SootheConfig.redact_text``): a message that quotes a model string must
@@ -28,9 +41,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +53,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import SecretStr
 
 from soothe_planner.config.providers import PROVIDERS, split_model_spec
+from soothe_planner.config.scripted import load_script
 from soothe_planner.errors import ConfigError
 from soothe_planner.tools import make_builtin_tools
 
@@ -51,7 +64,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config import SootheConfig
     from soothe_planner.execution import StepExecutor
-    from soothe_planner.graph import Persistence
+    from soothe_planner.graph import Persistence, SealKey
     from soothe_planner.planner import LLMPlanner
 
 __all__ = [
@@ -68,8 +81,12 @@ __all__ = [
     "resolve_persistence",
     "resolve_planner",
     "resolve_run",
+    "resolve_seal_key",
     "resolve_tools",
 ]
+
+SEAL_KEY_FILE = "seal.key"
+"""The approval seal's key file, in the state folder (``SOOTHE_SEAL_KEY`` wins when it is set)."""
 
 SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
 """A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
@@ -101,42 +118,6 @@ def _max_tokens(config: SootheConfig) -> int:
     return config.models.max_tokens or config.planner.max_output_tokens
 
 
-def _load_script(path: str) -> BaseChatModel:
-    from soothe_planner.testing import ScriptedChatModel
-
-    try:
-        replies = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"scripted model: script file {path!r} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"scripted model: {path!r} is not a readable JSON file: {exc}") from None
-    if isinstance(replies, list):
-        return ScriptedChatModel(responses=replies)
-    if isinstance(replies, dict) and all(isinstance(v, list) for v in replies.values()):
-        return _by_schema(replies, path)
-    raise ConfigError(
-        f"scripted model: {path!r} must hold a JSON list of replies, or an object of reply lists keyed by "
-        f"schema name ('text' for plain calls), got {type(replies).__name__}"
-    )
-
-
-def _by_schema(queues: dict[str, list[Any]], path: str) -> BaseChatModel:
-    """A model answering each call from the queue of its requested schema (robust to call order)."""
-    from soothe_planner.errors import ScriptExhaustedError
-    from soothe_planner.testing import FunctionChatModel, ScriptedCall
-
-    pending = {k: list(v) for k, v in queues.items()}
-
-    def reply(call: ScriptedCall) -> Any:
-        key = call.schema_name or "text"
-        queue = pending.get(key)
-        if not queue:
-            raise ScriptExhaustedError(f"scripted model {path!r} has no reply left for {key!r}")
-        return queue.pop(0)
-
-    return FunctionChatModel(reply)
-
-
 def _api_key(config: SootheConfig, spec: str, default_env: str | None, required: bool) -> SecretStr | None:
     env_name = config.models.api_key_env or default_env
     if env_name is None:
@@ -161,7 +142,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
 
         return local_chat_model(max_tokens=max_tokens, temperature=temperature, model=name)
     if kind == "scripted":
-        return _load_script(name)
+        return load_script(name)
     if config.models.base_url:
         from langchain_openai import ChatOpenAI
 
@@ -177,6 +158,8 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
             extra_body={"max_tokens": max_tokens},
             max_retries=0,  # the planner's transport policy retries; the SDK's 2 would multiply it
         )
+    if kind not in PROVIDERS:
+        return _init_chat_model(config, spec, max_tokens, temperature)
     provider = PROVIDERS[kind]
     key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
     kwargs: dict[str, Any] = {"model": name, "temperature": temperature, "max_tokens": max_tokens}
@@ -191,6 +174,28 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
         return built
     except Exception as exc:
         raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
+
+
+def _init_chat_model(config: SootheConfig, spec: str, max_tokens: int, temperature: float) -> BaseChatModel:
+    """A provider outside the table, built by LangChain's ``init_chat_model`` (the ``langchain`` package)."""
+    try:
+        from langchain.chat_models import init_chat_model
+    except ImportError:
+        raise ConfigError(
+            f"model {spec!r}: its provider is not in the package's table, and LangChain's init_chat_model "
+            "is not installed to build it: pip install langchain"
+        ) from None
+    kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
+    key = _api_key(config, spec, None, required=False)  # only when models.api_key_env names one
+    if key is not None:
+        kwargs["api_key"] = key
+    try:
+        model = init_chat_model(spec, **kwargs)
+    except Exception as exc:
+        raise ConfigError(f"model {spec!r} could not be built by init_chat_model: {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, BaseChatModel):
+        raise ConfigError(f"model {spec!r}: init_chat_model returned a {type(model).__name__}, not a chat model")
+    return model
 
 
 @dataclass
@@ -222,10 +227,17 @@ def _uses_openai_compatible_server(config: SootheConfig) -> bool:
 
 
 def resolve_controller(config: SootheConfig) -> ConcurrencyController:
-    """One limiter for the whole run; pass it to both the planner and the executor."""
+    """The one limiter of everything resolved from this config object (see the module docstring)."""
     from soothe_planner.concurrency import ConcurrencyController
 
-    return ConcurrencyController(config.concurrency)
+    # Kept on the config object itself, tagged with its id: a model_copy carries private attributes
+    # over, and a copy (say with another workspace) is another run with its own limiter and count.
+    kept = config._controller
+    if kept is not None and kept[0] == id(config):
+        return kept[1]
+    controller = ConcurrencyController(config.concurrency)
+    config._controller = (id(config), controller)
+    return controller
 
 
 @_redacted
@@ -303,6 +315,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
         protected = [config.source] if config.source else []
         if config.checkpoint.backend == "sqlite":
             protected.append(str(config.checkpoint.path))
+        protected.append(str(Path(config.checkpoint.path).parent / SEAL_KEY_FILE))  # the approval seal's key
         try:
             cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
@@ -329,9 +342,7 @@ def _subagents(
     config: SootheConfig, tools: list[BaseTool], pool: ModelPool, controller: ConcurrencyController,
     default_model: BaseChatModel,
 ) -> dict[str, Any]:
-    import warnings
-
-    from langgraph.prebuilt import create_react_agent
+    from soothe_planner.execution import react_agent
 
     by_name = {t.name: t for t in tools}
     cache: dict[str, BaseTool] = {}
@@ -351,9 +362,7 @@ def _subagents(
                     f"(have: {', '.join(sorted(by_name)) or 'none'})"
                 )
         model = pool.get(sub.model) if sub.model else default_model
-        with warnings.catch_warnings():  # deprecated in favour of a package this project does not use
-            warnings.simplefilter("ignore")
-            agent = create_react_agent(controller.wrap_model(model), subset, name=name, prompt=sub.description)
+        agent = react_agent(controller.wrap_model(model), subset, name=name, prompt=sub.description)
         agent.description = sub.description  # type: ignore[attr-defined]
         agents[name] = agent
     return agents
@@ -366,13 +375,18 @@ def resolve_executor(
     *,
     controller: ConcurrencyController | None = None,
     pool: ModelPool | None = None,
+    tools: Sequence[BaseTool] | None = None,
 ) -> StepExecutor:
-    """A ``StepExecutor`` with the configured tools, subagents, timeout and read-only flags."""
+    """A ``StepExecutor`` with the configured tools, subagents, timeout and read-only flags.
+
+    ``tools``: ``resolve_tools(config)`` done already (a server resolves them once per process:
+    building a tool's argument schema costs more than the rest of a run's parts together).
+    """
     from soothe_planner.execution import StepExecutor
 
     pool = pool or ModelPool(config)
     controller = controller or resolve_controller(config)
-    tools = resolve_tools(config)
+    tools = list(tools) if tools is not None else resolve_tools(config)
     names = {t.name for t in tools}
     unknown = [n for n in config.execution.read_only_tools if n not in names]
     if unknown:
@@ -396,6 +410,20 @@ def resolve_executor(
 # --------------------------------------------------------------------------- a whole run
 
 
+def resolve_seal_key(config: SootheConfig) -> SealKey:
+    """The approval seal's key for ``config`` (see the module docstring), read on first use.
+
+    Always given to the graph, because the gate may be turned on per run (a run's context); read
+    here already when ``run.approval`` is on, so an unusable key file fails before any work.
+    """
+    from soothe_planner.graph import SealKey
+
+    key = SealKey(Path(config.checkpoint.path).parent / SEAL_KEY_FILE)
+    if config.run.approval:
+        key.get()
+    return key
+
+
 def loop_options(config: SootheConfig) -> dict[str, Any]:
     """What ``build_strange_loop`` takes from a config, besides the planner, executor and persistence."""
     from soothe_planner.models import PlanContext
@@ -408,6 +436,7 @@ def loop_options(config: SootheConfig) -> dict[str, Any]:
         "failure_policy": config.execution.failure_policy,
         "max_iterations": config.planner.max_iterations,
         "max_plan_steps": config.planner.max_plan_steps,
+        "seal_key": resolve_seal_key(config),
     }
 
 
@@ -419,6 +448,8 @@ class ResolvedRun:
     controller: ConcurrencyController
     planner: LLMPlanner
     executor: StepExecutor
+    model_name: str | None = None
+    """The model string the run is built on (``None`` when an explicit model object was given)."""
 
     def graph(self, *, checkpointer: Any = None, store: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The StrangeLoop over these parts, with every option the config sets (the one place that builds it).
@@ -436,20 +467,36 @@ class ResolvedRun:
             checkpointer=checkpointer,
             store=store,
             callbacks=[tracer] if tracer is not None else (),
+            model_name=self.model_name,
             **loop_options(self.config),
         )
 
 
 @_redacted
-def resolve_run(config: SootheConfig, model: BaseChatModel | None = None) -> ResolvedRun:
-    """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model."""
-    pool = ModelPool(config)
-    controller = resolve_controller(config)
+def resolve_run(
+    config: SootheConfig,
+    model: BaseChatModel | None = None,
+    *,
+    controller: ConcurrencyController | None = None,
+    pool: ModelPool | None = None,
+    tools: Sequence[BaseTool] | None = None,
+) -> ResolvedRun:
+    """Planner and executor for ``config``, sharing one ``ConcurrencyController`` and one model.
+
+    ``controller``: the run's controller (default: ``resolve_controller(config).for_run()``, its
+    own budget over the config's one set of LLM slots; a server passes one that shares its
+    process-wide slots the same way). ``pool``: models already built,
+    shared between runs (default: a new pool for this run). ``tools``: the resolved
+    ``execution.tools``, shared between runs (default: resolved for this run).
+    """
+    pool = pool if pool is not None else ModelPool(config)
+    controller = controller if controller is not None else resolve_controller(config).for_run()
     if model is not None:
         pool.built[config.models.default] = model
     planner = resolve_loop_planner(config, model, controller=controller, pool=pool)
-    executor = resolve_executor(config, model, controller=controller, pool=pool)
-    return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor)
+    executor = resolve_executor(config, model, controller=controller, pool=pool, tools=tools)
+    name = None if model is not None else config.models.default
+    return ResolvedRun(config=config, controller=controller, planner=planner, executor=executor, model_name=name)
 
 
 def build_graph(

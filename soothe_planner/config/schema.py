@@ -338,6 +338,8 @@ class SootheConfig(_Section):
     _source: str | None = PrivateAttr(default=None)
     # where ``${VAR}`` values went, and the values: never echoed (see ``load.py``)
     _from_env: frozenset[tuple[str | int, ...]] = PrivateAttr(default=frozenset())
+    # (id of this object, its ConcurrencyController): see ``resolve.resolve_controller``
+    _controller: tuple[int, Any] | None = PrivateAttr(default=None)
     _env_values: frozenset[str] = PrivateAttr(default=frozenset())
 
     @property

@@ -55,6 +55,7 @@ from soothe_planner.models import (
     PlanStep,
     StepAction,
     StepResult,
+    clean_text,
     execution_mode_of,
 )
 
@@ -129,7 +130,7 @@ class PlanManager:
             raise ConfigError(f"{exc} (use 'block' or e.g. 'retry(2)')") from None
         if max_plan_steps < 1:
             raise ConfigError(f"max_plan_steps must be >= 1, got {max_plan_steps}")
-        self.goal = goal
+        self.goal = clean_text(goal)  # hashed into journal keys: must encode as UTF-8
         self.max_plan_steps = max_plan_steps
         self.capabilities: dict[str, Capability] = {c.name: c for c in capabilities or ()}
         if allowed_capabilities is None and self.capabilities:

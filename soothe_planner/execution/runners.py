@@ -18,16 +18,14 @@ Weighed:
   has that field, and ``extra_body["max_tokens"]`` too where it already sends one (servers that
   ignore ``max_completion_tokens`` honour that; see ``local/embedded.py``). A cap only lowers the
   model's own setting; a model with no such field (a test double) is left as it is.
-- ``create_react_agent`` is the brief's stable prebuilt agent; LangGraph 1.x marks it deprecated in
-  favour of ``langchain.agents.create_agent``, which lives in a package this project does not
-  depend on, so the deprecation warning is silenced at the one call site.
+- The agent is the package's own small ReAct loop (``agent.py``), not LangGraph's deprecated
+  ``create_react_agent``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -202,14 +200,10 @@ async def run_runnable(runnable: Runnable[Any, Any], task: str, *, config: dict[
 
 
 def build_agent(model: BaseChatModel, tools: Sequence[BaseTool]) -> Runnable[Any, Any]:
-    """A ReAct agent over exactly ``tools``."""
-    from langgraph.prebuilt import create_react_agent
+    """A ReAct agent over exactly ``tools`` (``agent.py``), with no checkpointer of its own."""
+    from soothe_planner.execution.agent import react_agent
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # checkpointer=False: a step's agent is scratch work; inheriting the loop's checkpointer would
-        # make parallel agents in one node share a checkpoint namespace.
-        agent: Runnable[Any, Any] = create_react_agent(model, list(tools), checkpointer=False)
+    agent: Runnable[Any, Any] = react_agent(model, tools)
     return agent
 
 

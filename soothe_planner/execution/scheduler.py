@@ -61,7 +61,7 @@ import heapq
 import inspect
 import json
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -73,6 +73,7 @@ from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for
 from soothe_planner.execution.runners import NoRunnerError, StepFailure
 from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
+from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tools import tool_args_schema
 from soothe_planner.tracing import trace_step
@@ -130,7 +131,7 @@ class StepExecutor:
     def __init__(
         self,
         *,
-        tools: Sequence[BaseTool] = (),
+        tools: ToolSource = (),
         subagents: Mapping[str, Runnable[Any, Any]] | None = None,
         remotes: Mapping[str, Runnable[Any, Any]] | None = None,
         agent_model: BaseChatModel | None = None,
@@ -143,6 +144,7 @@ class StepExecutor:
     ) -> None:
         from soothe_planner.concurrency import ConcurrencyController
 
+        tools = as_tools(tools)  # a list, a ToolNode, a toolkit, functions (tool_sources.py)
         names = [t.name for t in tools]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
@@ -173,6 +175,7 @@ class StepExecutor:
             is_read_only=self.is_read_only,
             calls=self.calls,
             recover_text_tool_calls=recover_text_tool_calls,
+            controller=self.controller,
         )
 
     # ------------------------------------------------------------------ capabilities

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import Runnable
+from langchain_core.runnables.config import ensure_config, merge_configs
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -80,6 +81,7 @@ from soothe_planner.models import PlanStep, StepResult
 from soothe_planner.parsing import TextToolCall, TextToolCalls, read_text_tool_calls
 
 if TYPE_CHECKING:
+    from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.dag import PlanManager
 
 __all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "StepOutput", "StepRunner", "step_kind"]
@@ -165,7 +167,9 @@ class StepRunner:
         is_read_only: Callable[[BaseTool], bool],
         calls: StepCalls,
         recover_text_tool_calls: bool = True,
+        controller: ConcurrencyController | None = None,
     ) -> None:
+        self.controller = controller
         self.tools = tools
         self.subagents = subagents
         self.remotes = remotes
@@ -365,7 +369,14 @@ class StepRunner:
             )
         remote = name in self.remotes and name not in self.subagents
         try:
-            raw = await run_runnable(runnable, self._task(step, completed, briefing), config=config)
+            if remote or self.controller is None:  # a remote graph's model calls are made elsewhere
+                raw = await run_runnable(runnable, self._task(step, completed, briefing), config=config)
+            else:
+                # A subagent may come from code with models no controller wrapped: it runs in one
+                # held LLM slot, each of its model calls charged to the run's budget.
+                async with self.controller.runnable_call("step-subagent") as charge:
+                    charged = merge_configs(ensure_config(config), {"callbacks": [charge]})  # type: ignore[arg-type]
+                    raw = await run_runnable(runnable, self._task(step, completed, briefing), config=dict(charged))
         except (asyncio.CancelledError, LLMBudgetExceeded):
             raise
         except Exception as exc:

@@ -7,7 +7,9 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 from __future__ import annotations
 
 from soothe_planner.graph.approval import (
+    SEAL_KEY_ENV,
     ApprovalReply,
+    SealKey,
     canonical_json,
     parse_reply,
     render_decision,
@@ -26,6 +28,7 @@ from soothe_planner.graph.loop_nodes import (
 )
 from soothe_planner.graph.nodes import (
     PlannerNodes,
+    parse_run_context,
     route_after_assess,
     route_after_intake,
     route_after_resolve,
@@ -34,8 +37,14 @@ from soothe_planner.graph.persistence import (
     Persistence,
     open_persistence,
 )
+from soothe_planner.graph.request import (
+    final_message,
+    start_run,
+)
 from soothe_planner.graph.state import (
     LoopGraphState,
+    LoopInput,
+    RunContext,
     RunStatus,
     StrangeLoopState,
 )
@@ -45,20 +54,26 @@ from soothe_planner.graph.view import (
 
 __all__ = [
     "NODES_PER_ITERATION",
+    "SEAL_KEY_ENV",
     "ApprovalReply",
     "LoopGraphState",
+    "LoopInput",
     "LoopNodes",
     "LoopView",
     "Persistence",
     "PlannerNodes",
+    "RunContext",
     "RunStatus",
+    "SealKey",
     "StrangeLoopState",
     "build_strange_loop",
     "canonical_json",
+    "final_message",
     "goal_input",
     "offered_context",
     "open_persistence",
     "parse_reply",
+    "parse_run_context",
     "recursion_limit_for",
     "render_decision",
     "route_after_assess",
@@ -66,4 +81,5 @@ __all__ = [
     "route_after_resolve",
     "run_config",
     "seal_digest",
+    "start_run",
 ]

@@ -6,10 +6,27 @@ so the node does nothing before ``interrupt()`` but pure computation: no model c
 event — the planner ran in earlier nodes whose results are already checkpointed, and nothing is
 repeated when the human answers.
 
-Sealing: the decision's canonical JSON (sorted keys, no whitespace, UTF-8) is hashed with SHA-256.
-On approval the hash and the plan are stored in ``sealed_plan``; the execute node hashes the
-decision it is about to run and refuses on any mismatch, so a plan edited after approval (by a
-node, a tool, or a hand-edited checkpoint) cannot run under the old approval. The sealed plan is
+An approval names the plan it approves: ``{"approved": true, "sha256": <the pause's digest>}``.
+On resume the node re-reads the state, so without the digest it would seal whatever plan the
+state holds by then, which may not be the plan the human read. A digest that does not match the
+plan awaiting approval, or an approval with no digest, is a refusal: recorded, and nothing runs.
+
+The rendering is what the human reads, and every piece of it but the layout is untrusted text
+(the model wrote the descriptions, the ids and the arguments): each step is one line, with line
+breaks and other unprintable characters shown as escapes so a description cannot fake another
+step; the Mermaid diagram names its nodes by position (``n0``, ``n1``), so ids such as ``s-1``
+and ``s_1`` stay two nodes, and escapes the characters Mermaid reads; each step says how it runs
+(a typed tool with its arguments, a tool whose arguments a model fills in, an agent, a subagent,
+or a model step with no tools).
+
+Sealing: the decision's canonical JSON (sorted keys, no whitespace, UTF-8) is digested — with
+HMAC-SHA-256 under a key held outside the checkpoint when the graph is given one (a config's
+graph always is: ``config.resolve_seal_key``), else with plain SHA-256. On approval the digest
+and the plan are stored in ``sealed_plan``; the execute node digests the decision it is about to
+run and refuses on any mismatch, so a plan changed after approval by a node or a tool cannot run
+under the old approval. A plain digest cannot stop someone who can write the checkpoint: they
+can change the plan and compute its new SHA-256. A keyed one can, as long as they cannot read
+the key. The sealed plan is
 handed to execution as data, never as instructions. On rejection the human's feedback goes back to
 the planner (``approval_feedback`` and working memory) and the graph asks for a revised plan.
 """
@@ -17,11 +34,91 @@ the planner (``approval_feedback`` and working memory) and the graph asks for a 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
+import secrets
+import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ApprovalReply", "canonical_json", "parse_reply", "render_decision", "seal_digest"]
+from soothe_planner.errors import ConfigError
+
+__all__ = [
+    "SEAL_KEY_ENV",
+    "ApprovalReply",
+    "SealKey",
+    "canonical_json",
+    "parse_reply",
+    "render_decision",
+    "seal_digest",
+    "shown",
+]
+
+SEAL_KEY_ENV = "SOOTHE_SEAL_KEY"
+"""The approval seal's key, when it is not kept in a key file."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+class SealKey:
+    """The seal's key: ``SOOTHE_SEAL_KEY``, else the file ``path`` (created 0600 on first use).
+
+    Read when first needed, not when the graph is built: a graph whose runs never pause for
+    approval never touches the file. Equal keys name the same file.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._key: bytes | None = None
+        self._lock = threading.Lock()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SealKey) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"SealKey({str(self.path)!r})"
+
+    def get(self) -> bytes:
+        """The key; a ``ConfigError`` naming the file when it cannot be used."""
+        from_env = os.environ.get(SEAL_KEY_ENV)
+        if from_env:
+            return from_env.encode("utf-8")
+        with self._lock:
+            if self._key is None:
+                self._key = self._read()
+            return self._key
+
+    def _read(self) -> bytes:
+        path = self.path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+            except FileExistsError:
+                pass
+            else:
+                with os.fdopen(fd, "w", encoding="ascii") as out:
+                    out.write(secrets.token_hex(32))
+            with os.fdopen(os.open(path, os.O_RDONLY | _NOFOLLOW), encoding="ascii") as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                if mode & 0o077:
+                    raise ConfigError(
+                        f"the approval seal's key file {str(path)!r} has mode {oct(mode & 0o777)}; others may "
+                        f"read or change it, so it cannot key the seal: chmod 600 it (or set {SEAL_KEY_ENV})"
+                    )
+                key = handle.read().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"the approval seal's key file {str(path)!r} cannot be used ({getattr(exc, 'strerror', None) or exc}); "
+                f"set {SEAL_KEY_ENV} instead"
+            ) from None
+        if len(key) < 32:
+            raise ConfigError(f"the approval seal's key file {str(path)!r} holds {len(key)} characters, fewer than 32")
+        return key.encode("ascii")
 
 
 def canonical_json(value: Any) -> str:
@@ -29,67 +126,110 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def seal_digest(decision: Mapping[str, Any]) -> str:
-    """The SHA-256 (hex) of a decision's canonical JSON."""
-    return hashlib.sha256(canonical_json(dict(decision)).encode("utf-8")).hexdigest()
+def seal_digest(decision: Mapping[str, Any], key: bytes | None = None) -> str:
+    """The digest (hex) of a decision's canonical JSON: HMAC-SHA-256 under ``key``, else SHA-256."""
+    data = canonical_json(dict(decision)).encode("utf-8")
+    if key:
+        return hmac.new(key, data, hashlib.sha256).hexdigest()
+    return hashlib.sha256(data).hexdigest()
+
+
+_ARGS_SHOWN = 200
+_LABEL = 60
+_MERMAID_ESCAPES = str.maketrans({ch: f"#{ord(ch)};" for ch in '#"[](){}<>|`;'})
+
+
+def shown(value: Any) -> str:
+    """Untrusted text on one line: every unprintable character (line breaks, tabs, bidi controls,
+    line and paragraph separators) shown as its escape, so it cannot start a line of its own."""
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else json.dumps(c)[1:-1] for c in text)
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _uses(step: Mapping[str, Any]) -> str:
-    # What the human approves: a typed step's tool *with its args* (a write shows what it writes).
+    # How the step runs, as the executor decides it (execution/steps.py ``step_kind``): what the
+    # human approves is a typed step's tool *with its args* (a write shows what it writes).
+    tools = [shown(t) for t in step.get("tools") or []]
+    if step.get("execution_hint") == "remote":
+        return f"remote graph {shown(step.get('subagent') or ''.join(tools[:1]))}"
+    if step.get("subagent"):
+        return f"subagent {shown(step['subagent'])}"
+    if step.get("execution_hint") == "agent":
+        return f"agent over {', '.join(tools)}" if tools else "agent, read-only tools"
     if step.get("tool"):
-        args = json.dumps(step.get("args") or {}, ensure_ascii=False, default=str)
-        return f"{step['tool']} {args if len(args) <= 200 else args[:199] + '…'}"
-    if step.get("tools") or step.get("subagent"):
-        return ", ".join(step.get("tools") or []) or str(step["subagent"])
-    return "agent, read-only tools" if step.get("execution_hint") == "agent" else "model step, no tools"
+        args = json.dumps(step.get("args") or {}, ensure_ascii=True, default=str)
+        return f"{shown(step['tool'])} {_cut(args, _ARGS_SHOWN)}"
+    if len(tools) > 1:
+        return f"agent over {', '.join(tools)}"
+    if tools:
+        return f"{tools[0]}, arguments filled in by a model"
+    return "model step, no tools"
 
 
 def render_decision(decision: Mapping[str, Any]) -> str:
     """A plan a human can read at a glance: one line per step, then a mermaid diagram."""
     steps = decision.get("steps") or []
-    lines = [f"Plan ({decision.get('execution_mode', 'dependency')}, {len(steps)} steps)"]
+    lines = [f"Plan ({shown(decision.get('execution_mode', 'dependency'))}, {len(steps)} steps)"]
     if decision.get("reasoning"):
-        lines.append(f"Why: {decision['reasoning']}")
+        lines.append(f"Why: {shown(decision['reasoning'])}")
     for s in steps:
-        uses = _uses(s)
-        deps = f" after {', '.join(s['depends_on'])}" if s.get("depends_on") else ""
-        lines.append(f"- {s['id']}: {s['description']} [{uses}]{deps}")
+        deps = f" after {', '.join(shown(d) for d in s['depends_on'])}" if s.get("depends_on") else ""
+        lines.append(f"- {shown(s['id'])}: {shown(s['description'])} [{_uses(s)}]{deps}")
     lines += ["", "```mermaid", "graph TD"]
+    # Nodes by position, never by a transformed id: two ids must never fold into one node.
+    node = {str(s["id"]): f"n{i}" for i, s in enumerate(steps)}
     for s in steps:
-        label = str(s["description"]).replace('"', "'")
-        if len(label) > 60:
-            label = label[:59] + "…"
-        lines.append(f'    {_node(s["id"])}["{s["id"]}: {label}"]')
+        label = f"{shown(s['id'])}: {_cut(shown(s['description']), _LABEL)}".translate(_MERMAID_ESCAPES)
+        lines.append(f'    {node[str(s["id"])]}["{label}"]')
     for s in steps:
         for dep in s.get("depends_on") or []:
-            lines.append(f"    {_node(dep)} --> {_node(s['id'])}")
+            if str(dep) not in node:  # a step of an earlier decision, already in the goal's DAG
+                node[str(dep)] = f"n{len(node)}"
+                lines.append(f'    {node[str(dep)]}["{shown(dep).translate(_MERMAID_ESCAPES)}"]')
+            lines.append(f"    {node[str(dep)]} --> {node[str(s['id'])]}")
     lines.append("```")
     return "\n".join(lines)
 
 
-def _node(step_id: str) -> str:
-    # Mermaid node ids may not contain dots or dashes; step ids may.
-    return "n_" + "".join(c if c.isalnum() or c == "_" else "_" for c in step_id)
-
-
 class ApprovalReply:
-    """A human's answer to the gate: approved, or rejected with feedback."""
+    """A human's answer to the gate: approved, or rejected with feedback; ``refused`` when an
+    approval was given but could not be accepted (no digest, or another plan's digest)."""
 
-    def __init__(self, approved: bool, feedback: str = "") -> None:
+    def __init__(self, approved: bool, feedback: str = "", *, refused: bool = False) -> None:
         self.approved = approved
         self.feedback = feedback
+        self.refused = refused
 
 
-def parse_reply(reply: Any) -> ApprovalReply:
-    """Read ``{"approved": bool, "feedback": str}`` (or a bare bool). Anything else is a rejection.
+_HOW = "resume with {'approved': true, 'sha256': <the digest shown with the plan>} or {'approved': false, 'feedback': ...}"
 
-    An unreadable answer must never count as consent, so it rejects with feedback saying why.
+
+def parse_reply(reply: Any, digest: str) -> ApprovalReply:
+    """Read ``{"approved": true, "sha256": digest}`` or ``{"approved": false, "feedback": str}``.
+
+    Only an approval naming ``digest`` — the plan awaiting approval — is consent. An approval with
+    no digest or another one is refused, with feedback saying why; so is anything unreadable.
     """
-    if isinstance(reply, bool):
-        return ApprovalReply(reply)
-    if isinstance(reply, Mapping) and isinstance(reply.get("approved"), bool):
-        feedback = reply.get("feedback") or ""
-        return ApprovalReply(bool(reply["approved"]), str(feedback))
-    return ApprovalReply(
-        False, f"unreadable approval reply {reply!r}; resume with {{'approved': true}} or {{'approved': false, 'feedback': ...}}"
-    )
+    if isinstance(reply, Mapping) and reply.get("approved") is False:
+        return ApprovalReply(False, str(reply.get("feedback") or ""))
+    if isinstance(reply, Mapping) and reply.get("approved") is True:
+        named = reply.get("sha256")
+        if named == digest:
+            return ApprovalReply(True)
+        if not isinstance(named, str) or not named:
+            return ApprovalReply(False, f"the approval named no plan digest; {_HOW}", refused=True)
+        return ApprovalReply(
+            False,
+            f"the approval names plan {shown(named)[:16]}…, but the plan awaiting approval is {digest[:16]}…: "
+            "it changed after it was shown, so nothing ran; review the plan shown now",
+            refused=True,
+        )
+    if reply is False:
+        return ApprovalReply(False)
+    return ApprovalReply(False, f"unreadable approval reply {shown(repr(reply))[:200]}; {_HOW}", refused=reply is True)

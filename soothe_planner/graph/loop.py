@@ -2,9 +2,9 @@
 
 ::
 
-    START → intake ─trivial→ answer → END
-              └→ plan_assess ─done→ goal_completion → END
-                    ├─failed / max_iterations→ END   (status "failed", last plan result kept)
+    START → intake ─trivial→ answer → finish → END
+              └→ plan_assess ─done→ goal_completion → finish
+                    ├─failed / max_iterations→ finish   (status "failed", last plan result kept)
                     └→ plan_generate → validate → [approve] → execute → record_iteration → plan_assess
 
 ``build_strange_loop`` is wiring only: the nodes are methods of ``LoopNodes`` (``loop_nodes.py``,
@@ -35,29 +35,38 @@ What was weighed:
   ``max_plan_steps``, intake routing, callbacks such as a run tracer) are arguments, not guesses
   about a planner's settings; ``config.build_graph`` fills them from a YAML config, so every entry
   point builds the same graph from the same config.
-- **One goal per run.** ``goal_input`` builds the input for a goal, resetting the per-goal keys of
-  a thread's state, so a follow-up on the same thread starts a fresh DAG. The intake node gives
-  each goal run an id that scopes the step journal.
+- **One goal per run.** The intake node starts each run's loop clean (``request.py``), so a
+  follow-up on the same thread starts a fresh DAG, whether the input is ``goal_input(...)``, a bare
+  ``{"goal": ...}`` or a chat turn (``{"messages": [...]}``). It gives each goal run an id that
+  scopes the step journal.
+- **Typed for clients.** The graph declares its input (``LoopInput``), output (``LoopGraphState``)
+  and context (``RunContext``) schemas, so a LangGraph server shows them; the context's keys
+  (approval, the iteration and step caps) are read per run by the nodes.
+- **Sync and async.** Every node has both forms: the async method, and a sync one that runs it on
+  the package's sync bridge (``concurrency/bridge.py``), so ``graph.invoke`` works in a script or a
+  notebook. The nodes are wrapped in LangGraph's own ``RunnableCallable`` (its private module:
+  the one node wrapper that takes both forms without adding a traced run of its own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.runnables import RunnableConfig
+from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.concurrency import ConcurrencyPolicy, run_sync
 from soothe_planner.execution import StepExecutor
-from soothe_planner.models import FailurePolicy, PlanContext
+from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
+from .approval import SealKey
 from .loop_nodes import LoopNodes
-from .nodes import route_after_intake
-from .state import StrangeLoopState
+from .state import LoopGraphState, LoopInput, RunContext, StrangeLoopState
 
 __all__ = [
     "NODES_PER_ITERATION",
@@ -96,28 +105,17 @@ def goal_input(
     prior_goals: Sequence[str] = (),
     recent_messages: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """The graph input for one goal: resets every per-goal key, so a thread can take follow-ups."""
+    """The graph input for one goal (a ``LoopInput``); the intake node starts the loop clean.
+
+    The request keys are all set, so nothing of the thread's last request carries over: its
+    route (``intake``), its prior goals and its recent messages.
+    """
     data: dict[str, Any] = {
-        "goal": goal,
+        "goal": clean_text(goal),  # a goal from argv may hold lone surrogates (undecodable bytes)
         "thread_id": thread_id,
         "prior_goals": list(prior_goals),
         "recent_messages": list(recent_messages),
-        "continuation": bool(prior_goals),
         "intake": None,
-        "iteration": 0,
-        "assessment": None,
-        "plan_result": None,
-        "current_decision": None,
-        "plan_manager": None,
-        "action_history": [],
-        "working_memory": "",
-        "sealed_plan": None,
-        "approval_feedback": None,
-        "status": "running",
-        "final_answer": None,
-        "error": None,
-        "run_id": None,  # set by the intake node, once per goal run
-        "pre_approval_plan_manager": None,
     }
     if max_iterations is not None:
         data["max_iterations"] = max_iterations
@@ -146,20 +144,28 @@ def _wiring(nodes: LoopNodes) -> dict[str, Next]:
 
     A router given by name is a method of ``nodes``; its name is what a trace shows for the edge.
     """
-    approval = ["approve"] if nodes.approval else []
     table: dict[str, Next] = {
-        "intake": (route_after_intake, ["answer", "plan_assess"]),
-        "answer": END,
+        "intake": ("after_intake", ["answer", "plan_assess", END]),
+        "answer": "finish",
         "plan_assess": ("after_assess", ["goal_completion", "plan_generate", END]),
         "plan_generate": ("after_generate", ["validate", END]),
-        "validate": ("after_validate", ["execute", "plan_generate", END, *approval]),
+        "validate": ("after_validate", ["execute", "plan_generate", END, "approve"]),
+        "approve": ("after_approve", ["execute", "plan_generate", END]),
         "execute": ("after_execute", ["record_iteration", END]),
         "record_iteration": "plan_assess",
-        "goal_completion": END,
+        "goal_completion": "finish",
+        "finish": END,
     }
-    if nodes.approval:
-        table["approve"] = ("after_approve", ["execute", "plan_generate"])
     return table
+
+
+def _both_forms(name: str, node: Callable[[Any], Any]) -> RunnableCallable:
+    """The node as LangGraph runs it: the async method, and a sync form over the sync bridge."""
+
+    def sync(state: Any) -> Any:
+        return run_sync(node(state))
+
+    return RunnableCallable(sync, node, name=name, trace=False)
 
 
 def build_strange_loop(
@@ -179,6 +185,8 @@ def build_strange_loop(
     max_plan_steps: int = 8,
     callbacks: Sequence[BaseCallbackHandler] = (),
     name: str = "strange_loop",
+    model_name: str | None = None,
+    seal_key: bytes | SealKey | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the StrangeLoop over any ``LoopPlannerProtocol`` implementation and ``executor``.
 
@@ -188,8 +196,11 @@ def build_strange_loop(
     after validation (see ``approval.py``). ``intake=False``: no routing call, every goal gets
     the full loop. ``max_iterations``: the cap when the input names none, and the compiled
     default recursion limit. ``max_plan_steps``: the goal DAG's step cap. ``callbacks``: handlers
-    attached at the graph's root for every run (e.g. a per-run tracer). Run with
-    ``run_config(thread_id, max_iterations)``. A planner that does not implement the protocol
+    attached at the graph's root for every run (e.g. a per-run tracer). ``model_name``: the
+    model string the planner runs on, if it came from one (a run context naming another model is
+    refused rather than ignored). ``seal_key``: the key of the approval seal (HMAC-SHA-256),
+    or a ``SealKey`` read on first use; without one the seal is a plain SHA-256 (``approval.py``). Run with ``run_config(thread_id, max_iterations)``; a
+    ``RunContext`` (``context=``) may change approval and the caps per run. A planner that does not implement the protocol
     (a missing method, or one that cannot take the protocol's arguments) is a ``TypeError`` here.
     """
     problems = protocol_mismatches(planner, LoopPlannerProtocol)
@@ -206,18 +217,24 @@ def build_strange_loop(
         max_iterations=max_iterations,
         max_plan_steps=max_plan_steps,
         intake=intake,
+        model_name=model_name,
+        seal_key=seal_key,
     )
-    g: StateGraph[Any, Any, Any, Any] = StateGraph(StrangeLoopState)
+    g: StateGraph[Any, Any, Any, Any] = StateGraph(
+        StrangeLoopState, context_schema=RunContext, input_schema=LoopInput, output_schema=LoopGraphState
+    )
     table = _wiring(nodes)
     for node in table:
-        g.add_node(node, getattr(nodes, node))
+        g.add_node(node, _both_forms(node, nodes.metered(node, getattr(nodes, node))))
     g.add_edge(START, "intake")
     for node, following in table.items():
         if isinstance(following, str):
             g.add_edge(node, following)
         else:
             router, targets = following
-            g.add_conditional_edges(node, getattr(nodes, router) if isinstance(router, str) else router, targets)
+            # Every way out passes "finish", which writes the outcome into the chat.
+            path_map: dict[Hashable, str] = {t: ("finish" if t == END else t) for t in targets}
+            g.add_conditional_edges(node, getattr(nodes, router) if isinstance(router, str) else router, path_map)
     compiled = g.compile(checkpointer=checkpointer, store=store, name=name)
     # A default, so a caller who forgets run_config() still gets a bounded loop; a recursion_limit
     # in the caller's config wins.

@@ -10,32 +10,56 @@
   before it but pure computation, because LangGraph reruns an interrupted node from its start.
 - ``intake`` gives each goal run an id that scopes the step journal; ``validate`` keeps the DAG as
   it was before a decision awaiting approval, so a rejected plan can be taken back out of it.
+- ``finish`` is the one way out: it appends the outcome to ``messages`` as an AI message (the
+  answer, or why the goal failed), so a chat client or a parent graph reads it where it reads
+  every reply.
+- The approval gate is always wired and chosen per run (``RunContext.approval``, default: the
+  ``approval`` argument): a graph keeps one topology whatever a run asks for, which a LangGraph
+  server requires of a factory-built graph.
 - The ``after_*`` methods are the conditional edges; their names are the names a trace shows.
+- ``metered`` wraps every node as it is added to the graph: the node runs inside the run's
+  ``CallMeter`` (seeded from the state's ``llm_calls``, with the policy's ``max_total_llm_calls``)
+  and writes the meter's count back, so the count and the budget survive a resume; and a
+  ``PlannerError`` that escapes a node (an intake that found no usable answer, a spent budget)
+  ends the run ``failed`` with its reason recorded instead of leaving the checkpoint ``running``.
+  Anything else (a bug, a cancellation, a kill) still propagates, so the run stays resumable.
 
 Node and router names match the node names in ``loop.py``'s wiring table.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import hmac
 import uuid
-from collections.abc import Mapping
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from langgraph.graph import END
 from langgraph.types import interrupt
 
-from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.concurrency import CallMeter, ConcurrencyPolicy, metering
 from soothe_planner.errors import PlannerError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
-from .approval import parse_reply, render_decision, seal_digest
-from .nodes import PlannerNodes, emit, route_after_assess, route_after_resolve
+from .approval import SealKey, parse_reply, render_decision, seal_digest
+from .nodes import (
+    PlannerNodes,
+    emit,
+    route_after_assess,
+    route_after_intake,
+    route_after_resolve,
+    run_options,
+)
+from .request import final_message
 
 __all__ = ["LoopNodes"]
 
 State = Mapping[str, Any]
+Node = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
 def _journal(executor: StepExecutor) -> Any:
@@ -65,16 +89,61 @@ class LoopNodes(PlannerNodes):
         max_iterations: int = 10,
         max_plan_steps: int = 8,
         intake: bool = True,
+        model_name: str | None = None,
+        seal_key: bytes | SealKey | None = None,
     ) -> None:
         super().__init__(planner, context=context, synthesize=synthesize, failure_policy=failure_policy,
                          max_iterations=max_iterations, max_plan_steps=max_plan_steps, intake=intake)
         self.executor = executor
         self.policy = policy
         self.approval = approval
+        self.model_name = model_name
+        self._seal_key = seal_key
+
+    async def seal_key(self) -> bytes | None:
+        """The seal's key, read on first use (a ``SealKey``), or ``None``: a plain SHA-256 seal.
+
+        Read in a worker thread: a server's event loop must not wait on the file system.
+        """
+        key = self._seal_key
+        return await asyncio.to_thread(key.get) if isinstance(key, SealKey) else key
+
+    def approval_on(self) -> bool:
+        """Whether this run pauses for approval: the run context's choice, else the graph's default."""
+        return run_options().get("approval", self.approval)
+
+    # ------------------------------------------------------------------ every node
+
+    def metered(self, name: str, node: Node) -> Node:
+        """``node`` counting its LLM calls on the run's meter, and ending the run on a ``PlannerError``."""
+
+        @functools.wraps(node)
+        async def run(state: State) -> dict[str, Any]:
+            # Intake starts a run (a new goal on the thread starts from nothing); any other node
+            # goes on with the run's saved count.
+            spent = 0 if name == "intake" else state.get("llm_calls") or 0
+            meter = CallMeter(spent, self.policy.max_total_llm_calls)
+            with metering(meter):
+                try:
+                    update = await node(state)
+                except PlannerError as exc:
+                    error = f"{name} failed: {exc}"
+                    emit({"event": "error", "error": error, "iteration": state.get("iteration", 0)})
+                    update = {"status": "failed", "error": error}
+            return {**update, "llm_calls": meter.spent}
+
+        return run
 
     # ------------------------------------------------------------------ nodes
 
     async def intake(self, state: State) -> dict[str, Any]:
+        wanted = run_options().get("model")
+        if wanted is not None and wanted != self.model_name:
+            built = f"model {self.model_name!r}" if self.model_name else "a model object"
+            raise ValueError(
+                f"run context model {wanted!r}: this graph was built on {built}; a per-run model needs a "
+                "graph built per run (the server's make_graph does that), or build the graph on that model"
+            )
         update = await super().intake(state)
         # Every goal run gets its own journal scope: a follow-up on the thread that repeats a step
         # (same goal, same step text) must run it again, not replay the earlier run's result. The
@@ -84,7 +153,7 @@ class LoopNodes(PlannerNodes):
 
     async def validate(self, state: State) -> dict[str, Any]:
         update = await self.resolve_decision(state)
-        if self.approval:
+        if self.approval_on():
             # Kept so a rejected plan can be taken back out of the DAG before the planner revises it.
             update["pre_approval_plan_manager"] = state.get("plan_manager")
         return update
@@ -93,24 +162,31 @@ class LoopNodes(PlannerNodes):
         # No side effects before interrupt(): on resume this node runs again from its start. The seal
         # is over the decision exactly as stored, so this node reads the plain state, not a view.
         decision = state.get("current_decision") or {}
-        digest = seal_digest(decision)
+        digest = seal_digest(decision, await self.seal_key())
         sealed = state.get("sealed_plan") or {}
         if sealed.get("sha256") == digest:
             # This exact plan was approved already: no second question.
             return {"approval_feedback": None}
         rendering = render_decision(decision)
-        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}))
+        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}), digest)
         if reply.approved:
             emit({"event": "approval", "approved": True, "sha256": digest})
             return {
                 "sealed_plan": {"sha256": digest, "plan": decision, "rendering": rendering},
                 "approval_feedback": None,
             }
-        emit({"event": "approval", "approved": False, "feedback": reply.feedback})
-        note = f"The human rejected the proposed plan. Their feedback: {reply.feedback or '(none given)'}"
+        emit({"event": "approval", "approved": False, "feedback": reply.feedback, "refused": reply.refused})
+        if reply.refused:  # not the human's words: the gate's own, so the planner may read them as such
+            note = f"The approval was refused and nothing ran: {reply.feedback}"
+        else:
+            note = f"The human rejected the proposed plan. Their feedback: {reply.feedback or '(none given)'}"
         memory = ((state.get("working_memory") or "") + "\n" + note).strip()
+        history = [*(state.get("action_history") or []),
+                   f"iteration {state.get('iteration', 0)}: approval {'refused' if reply.refused else 'rejected'} "
+                   f"for plan {digest[:16]}…"]
         return {
             "approval_feedback": reply.feedback,
+            "action_history": history,
             "working_memory": memory,
             "plan_manager": state.get("pre_approval_plan_manager"),
             "current_decision": None,
@@ -122,9 +198,9 @@ class LoopNodes(PlannerNodes):
         pm = view.manager
         stored = state.get("current_decision")
         briefing = None
-        if self.approval:
+        if self.approval_on():
             sealed = state.get("sealed_plan")
-            refusal = _check_seal(stored, pm.in_flight_decision(), sealed)
+            refusal = _check_seal(stored, pm.in_flight_decision(), sealed, await self.seal_key())
             if refusal:
                 emit({"event": "error", "error": refusal, "iteration": view.iteration})
                 return {"status": "failed", "error": refusal}
@@ -147,7 +223,13 @@ class LoopNodes(PlannerNodes):
             return {"status": "failed", "error": error}
         return {"plan_manager": pm.to_dict()}
 
+    async def finish(self, state: State) -> dict[str, Any]:
+        return {"messages": [final_message(state)]}
+
     # ------------------------------------------------------------------ routers
+
+    def after_intake(self, state: State) -> str:
+        return END if state.get("status") == "failed" else route_after_intake(state)
 
     def after_assess(self, state: State) -> str:
         route = route_after_assess(state)
@@ -160,29 +242,33 @@ class LoopNodes(PlannerNodes):
         route = route_after_resolve(state)
         if route == "failed":
             return END
-        if route == "execute" and self.approval:
+        if route == "execute" and self.approval_on():
             return "approve"
         return route
 
-    def after_approve(self, state: State) -> Literal["execute", "plan_generate"]:
+    def after_approve(self, state: State) -> str:
+        if state.get("status") == "failed":
+            return END
         return "execute" if state.get("current_decision") and state.get("sealed_plan") else "plan_generate"
 
     def after_execute(self, state: State) -> str:
         return END if state.get("status") == "failed" else "record_iteration"
 
 
-def _check_seal(decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any) -> str | None:
+def _check_seal(
+    decision: dict[str, Any] | None, in_flight: AgentDecision | None, sealed: Any, key: bytes | None
+) -> str | None:
     if not sealed or not sealed.get("sha256"):
         return "refusing to execute: approval is required and no approved (sealed) plan is in the state"
     if decision is None:
         return "refusing to execute: there is no current decision to match against the sealed plan"
-    digest = seal_digest(decision)
-    if digest != sealed["sha256"]:
+    digest = seal_digest(decision, key)
+    if not hmac.compare_digest(digest, str(sealed["sha256"])):
         return (
             f"refusing to execute: the decision's SHA-256 {digest[:12]}… does not match the sealed plan "
             f"{sealed['sha256'][:12]}…; the plan changed after approval, so it must be approved again"
         )
-    if in_flight is None or seal_digest(in_flight.model_dump(mode="json")) != digest:
+    if in_flight is None or seal_digest(in_flight.model_dump(mode="json"), key) != digest:
         return (
             "refusing to execute: the plan manager's in-flight steps differ from the sealed plan; "
             "the DAG changed after approval, so it must be approved again"

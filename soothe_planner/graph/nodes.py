@@ -29,19 +29,25 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
-from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext, StatusAssessment, StepResult
+from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
 from soothe_planner.planner import counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
+from .request import start_run
+from .state import RunContext
 from .view import LoopView
 
 __all__ = [
     "PlannerNodes",
+    "parse_run_context",
     "route_after_assess",
     "route_after_intake",
     "route_after_resolve",
+    "run_options",
 ]
 
 logger = logging.getLogger("soothe_planner.graph")
@@ -53,7 +59,7 @@ _REJECTED = "plan rejected"
 State = Mapping[str, Any]
 
 
-def emit(event: dict[str, Any]) -> None:
+def emit(event: Mapping[str, Any]) -> None:
     """Send a progress event on the custom stream, if this runs inside a graph."""
     try:
         from langgraph.config import get_stream_writer
@@ -61,7 +67,61 @@ def emit(event: dict[str, Any]) -> None:
         writer = get_stream_writer()
     except (RuntimeError, KeyError, LookupError):  # not inside a runnable context: nobody listens
         return
-    writer(event)
+    writer(dict(event))
+
+
+_CONTEXT_ADAPTER: Any = None
+
+
+def parse_run_context(raw: Any) -> RunContext:
+    """``raw`` (a mapping, or an object with the same attributes) as a checked ``RunContext``.
+
+    Keys that are not ``RunContext`` keys are ignored (a server's ``configurable`` holds many);
+    a key of the wrong type or a cap below 1 is a ``ValueError`` naming the key and the rule.
+    """
+    global _CONTEXT_ADAPTER
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):  # a dataclass or pydantic context from a caller
+        raw = {k: getattr(raw, k) for k in RunContext.__annotations__ if getattr(raw, k, None) is not None}
+    if _CONTEXT_ADAPTER is None:
+        from pydantic import TypeAdapter
+
+        _CONTEXT_ADAPTER = TypeAdapter(RunContext)
+    try:
+        options: RunContext = _CONTEXT_ADAPTER.validate_python(
+            {k: v for k, v in raw.items() if k in RunContext.__annotations__ and v is not None}, strict=True
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(p) for p in first["loc"])
+        raise ValueError(
+            f"run context {key} = {first.get('input')!r}: {first['msg']} "
+            "(keys: model: str, approval: bool, max_iterations: int, max_plan_steps: int)"
+        ) from None
+    for key in ("max_iterations", "max_plan_steps"):
+        value = options.get(key)
+        if isinstance(value, int) and value < 1:
+            raise ValueError(f"run context {key} = {value!r}: must be >= 1")
+    return options
+
+
+def run_options() -> RunContext:
+    """This run's ``RunContext``: LangGraph's runtime context, else the same keys in ``configurable``.
+
+    Outside a graph run (a node called directly) it is empty.
+    """
+    try:
+        from langgraph.config import get_config
+        from langgraph.runtime import get_runtime
+
+        runtime = get_runtime()  # None where LangGraph runs a router with no run (``update_state``)
+        raw: Any = runtime.context if runtime is not None else None
+        if not raw:
+            raw = get_config().get("configurable") or {}
+    except (RuntimeError, KeyError, LookupError):  # not inside a graph run
+        return {}
+    return parse_run_context(raw)
 
 
 def route_after_intake(state: State) -> Literal["answer", "plan_assess"]:
@@ -118,14 +178,15 @@ class PlannerNodes:
 
     def view(self, state: State) -> LoopView:
         """The state decoded once, for one node call."""
-        return LoopView.decode(state, new_manager=self.new_manager, max_iterations=self.max_iterations)
+        cap = run_options().get("max_iterations", self.max_iterations)
+        return LoopView.decode(state, new_manager=self.new_manager, max_iterations=cap)
 
     def new_manager(self, goal: str) -> PlanManager:
         names = self.context.capability_names()
         return PlanManager(
             goal,
             failure_policy=self.failure_policy,
-            max_plan_steps=self.max_plan_steps,
+            max_plan_steps=run_options().get("max_plan_steps", self.max_plan_steps),
             allowed_capabilities=names or None,
         )
 
@@ -140,16 +201,19 @@ class PlannerNodes:
     # ------------------------------------------------------------------ nodes
 
     async def intake(self, state: State) -> dict[str, Any]:
-        """Route the request; a trivial one is answered here. Sets up the loop's bookkeeping."""
-        view = self.view(state)
+        """Take up the request (``request.py``) and route it; a trivial one is answered here."""
+        run_options()  # a malformed run context fails here, before any work
+        request = start_run(state, thread_id=_configured_thread())
+        view = self.view({**state, **request})
         updates: dict[str, Any] = {
+            **request,
             "continuation": bool(view.prior_goals),
-            "iteration": 0,
-            "status": "running",
-            "error": None,
+            "plan_manager": self.new_manager(view.goal).to_dict(),
         }
-        if not state.get("plan_manager"):
-            updates["plan_manager"] = self.new_manager(view.goal).to_dict()
+        if clean_text(view.goal) != view.goal:
+            # A goal given straight to the graph (a server's input, a chat turn) is cleaned here,
+            # once: it is hashed into journal keys and sent in every prompt, both as UTF-8.
+            updates["goal"] = updates["served_goal"] = clean_text(view.goal)
         if view.intake is None and not self.routes_intake:
             updates["intake"] = "complex"  # routing is off: every goal gets the full loop
         elif view.intake is None:
@@ -325,6 +389,16 @@ def _planned_answer(decision: AgentDecision | None, manager: PlanManager) -> str
     if result is None or not result.success or not result.output.strip():
         return None
     return result.output.strip()
+
+
+def _configured_thread() -> str | None:
+    try:
+        from langgraph.config import get_config
+
+        thread = (get_config().get("configurable") or {}).get("thread_id")
+    except (RuntimeError, KeyError, LookupError):
+        return None
+    return str(thread) if thread is not None else None
 
 
 def _summary(completed: list[StepResult]) -> str:

@@ -7,20 +7,64 @@ unchanged and avoids LangGraph's "unregistered type" warnings for pydantic objec
 
 Each fact has one key. A step's result lives on its node inside ``plan_manager`` (read them with
 ``PlanManager.from_dict(state["plan_manager"]).step_results()``), not in a list of its own.
+
+What a client sees (a LangGraph server publishes these as JSON schemas):
+
+- ``LoopInput``: a goal (``goal_input`` builds one) or a chat turn (``{"messages": [...]}``: the
+  last human message is the goal). The loop's own bookkeeping is not input: the intake node starts
+  every run from a clean slate, so a thread takes one goal after another.
+- ``LoopGraphState``: the output, the request plus the outcome; ``messages`` ends with the final
+  answer as an AI message, so chat clients and a ``MessagesState`` parent graph read it there.
+- ``RunContext``: what may change per run without rebuilding anything by hand — the model string,
+  the approval gate, the iteration cap and the step cap (LangGraph's runtime ``context``; a server
+  also mirrors it into ``configurable``).
+
+The TypedDicts come from ``typing_extensions``: before Python 3.12, pydantic (and so a LangGraph
+server) cannot build a JSON schema from a ``typing.TypedDict``, and clients would see ``null``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
-__all__ = ["LoopGraphState", "RunStatus", "StrangeLoopState"]
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict
+
+__all__ = ["LoopGraphState", "LoopInput", "RunContext", "RunStatus", "StrangeLoopState"]
 
 RunStatus = Literal["running", "done", "failed", "awaiting_approval"]
+
+
+class RunContext(TypedDict, total=False):
+    """Per-run choices (LangGraph's ``context=``, or ``configurable`` on a server); each key is optional."""
+
+    model: str
+    """A model string ('openai:gpt-4o-mini', 'scripted:PATH', ...); the server's factory builds the run on it."""
+    approval: bool
+    """Pause for a human's approval of each validated plan."""
+    max_iterations: int
+    """The iteration cap of this run (the input's ``max_iterations`` wins when both are given)."""
+    max_plan_steps: int
+    """The goal DAG's step cap."""
+
+
+class LoopInput(TypedDict, total=False):
+    """What a run takes: a ``goal`` or chat ``messages`` (see the module docstring)."""
+
+    goal: str
+    messages: Annotated[list[AnyMessage], add_messages]
+    thread_id: str
+    max_iterations: int
+    intake: str | None  # trivial | simple | complex: a given route skips the routing call
+    prior_goals: list[str]
+    recent_messages: list[str]
 
 
 class LoopGraphState(TypedDict, total=False):
     # the request
     goal: str
+    messages: Annotated[list[AnyMessage], add_messages]
     thread_id: str
     max_iterations: int
     intake: str | None  # trivial | simple | complex
@@ -50,3 +94,5 @@ class StrangeLoopState(LoopGraphState, total=False):
 
     run_id: str | None  # scopes the step journal to one goal run on a thread
     pre_approval_plan_manager: dict[str, Any] | None  # the DAG before the decision awaiting approval
+    seen_message_id: str | None  # the last human message a run has taken up (a newer one is a new goal)
+    served_goal: str | None  # the goal the last run worked on (an input goal that differs is a new one)

@@ -7,6 +7,7 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 
 from __future__ import annotations
 
+from soothe_planner.parsing.answers import parse_object
 from soothe_planner.parsing.json_repair import (
     MAX_DEPTH,
     Arr,
@@ -22,6 +23,7 @@ from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
     apply_rules,
     assign_ids,
+    conform_ids,
     fold_keys,
     is_step_like,
     norm_id,
@@ -30,7 +32,6 @@ from soothe_planner.parsing.plan_steps import (
 from soothe_planner.parsing.reader import (
     ParsedDecision,
     parse_decision,
-    parse_object,
     read_decision,
 )
 from soothe_planner.parsing.tool_calls import TextToolCall, TextToolCalls, read_text_tool_calls
@@ -48,6 +49,7 @@ __all__ = [
     "TextToolCalls",
     "apply_rules",
     "assign_ids",
+    "conform_ids",
     "fold_keys",
     "is_step_like",
     "json_type",

@@ -11,11 +11,13 @@ here is listed in the docstring of ``reader``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
 from soothe_planner.dag import find_cycle
 from soothe_planner.errors import PlanParseError
+from soothe_planner.models import STEP_ID_RULE, is_step_id
 from soothe_planner.parsing.json_repair import json_type
 from soothe_planner.parsing.typed_args import (
     ARGS_KEYS,
@@ -32,6 +34,7 @@ __all__ = [
     "apply_rules",
     "assign_ids",
     "derived_description",
+    "conform_ids",
     "fold_keys",
     "is_step_like",
     "norm_id",
@@ -215,6 +218,44 @@ def _model_steps_written_as_tools(steps: list[dict[str, Any]], known: Collection
             warnings.append(f"step {s['id']!r}: ignored args {sorted(others)} of the {MODEL_STEP_TOOL!r} step (it takes a task)")
         s["tool"], s["args"], s["tools"] = None, {}, []
         s["execution_hint"] = "auto"
+
+
+_NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def conform_ids(steps: list[dict[str, Any]], warnings: list[str], text: str) -> None:
+    """Rewrite every id that breaks the one id rule, and the dependencies naming it, in place.
+
+    Small models write titles as ids (``"1. Web search"``, a key ``"Step 1"``); an id is printed
+    into every later prompt, so one holding ``<``, a quote or a newline could close a fence there.
+    Each run of other characters becomes ``_`` and the id is cut to 32 characters — the same
+    rewrite for the step and for every dependency that names it, so the plan keeps its shape. Two
+    ids that rewrite to one (or to an id another step has) are an error, never merged.
+    """
+    renamed: dict[str, str] = {}
+    for s in steps:
+        sid = s["id"]
+        if sid is None or is_step_id(sid):
+            continue
+        new = (_NOT_ID_CHARS.sub("_", sid).strip("_") or "step")[:32]
+        renamed[sid] = new
+        s["id"] = new
+    if not renamed:
+        return
+    given = [s["id"] for s in steps if s["id"] is not None]
+    for old, new in renamed.items():
+        if given.count(new) > 1:
+            raise PlanParseError(
+                f"step id {old!r} breaks the id rule ({STEP_ID_RULE}) and its rewrite {new!r} is the id of "
+                "another step; give every step an id of those characters",
+                text,
+            )
+    warnings.append(
+        f"rewrote {len(renamed)} id(s) to keep the id rule ({STEP_ID_RULE}): "
+        + ", ".join(f"{old!r} -> {new!r}" for old, new in renamed.items())
+    )
+    for s in steps:
+        s["depends_on"] = list(dict.fromkeys(renamed.get(d, d) for d in s["depends_on"]))
 
 
 def _position(dep: str, count: int) -> bool:

@@ -50,7 +50,10 @@ Shapes of a plan
 Fields of a step (the canonical name wins; an alias next to it is ignored with a warning)
   - id: ``id``, ``step_id``, ``stepId``; a number under ``step`` when no id is given. Ids and
     dependencies are normalised by ``str()`` and ``strip()`` only (``1`` becomes ``"1"``), never
-    renamed. ``name`` is not read: it is as often a tool or a title as an id.
+    renamed — except an id that breaks the one id rule (``models.STEP_ID_PATTERN``: a title such
+    as ``"1. Web search"``), rewritten with each run of other characters as ``_`` and cut to 32,
+    the same rewrite applied to the dependencies naming it (two ids rewriting to one are an
+    error). ``name`` is not read: it is as often a tool or a title as an id.
   - description: ``description``, ``desc``, ``task``, ``action``, ``instruction``, ``step`` (a string).
   - depends_on: ``depends_on``, ``dependencies``, ``deps``, ``depends``, ``dependsOn``; a string
     (``"s1"`` or ``"s1, s2"``), a number, or null are accepted; repeats are removed.
@@ -85,6 +88,11 @@ Typed tool steps (``typed_args``; a step with neither tool nor subagent is a mod
     ``0``: then the numbering is ambiguous and no number is read as a position.
   - step field names in any case (``"Description"``); any other key of a step or of the plan is
     dropped with a warning.
+Size
+  - a reply over a byte cap is refused before any of it is read: ``REPLY_BASE_BYTES`` plus
+    ``REPLY_BYTES_PER_STEP`` for each step ``max_steps`` allows (``WIRE_MAX_STEPS`` when no cap is
+    given). The reader is linear but pure Python: a 9 MB reply of 100,000 steps took some 40 s to
+    refuse *after* reading it whole; over the cap no honest plan can be, so none of it is read.
 Rules that are never guessed away
   - a step naming a tool or subagent outside ``known_capabilities`` is dropped with a warning,
     never remapped to a similar name. A dependency on a dropped or nonexistent step, or on the
@@ -96,13 +104,9 @@ Rules that are never guessed away
     pure prose or a markdown list (no ids, dependencies or tools to read: inventing them would be
     inventing a plan), and anything ``AgentDecision`` rejects.
 
-``parse_object`` reads the small wire answers (``AssessStatus``, ``ChooseContinuation``,
-``RouteIntake``, ``ReflectOnPlan``) with the same finding and repairs, plus: a number written as a
-string (``"0.5"``) or a percentage (``"80%"`` is 0.8), a number where text belongs (``"summary": 3``), enum values in any case
-(``"Done"``), booleans written as ``"true"``/``"false"``, field names in any case, a single
-wrapper named after the schema, and unknown keys dropped with a warning. A value that still
-fails validation is an error. The step-level reading and rules live in ``_plan_steps.py``, the
-JSON scanner in ``_json_repair.py``; both are private parts of this parser.
+``parse_object`` (``answers.py``) reads the small wire answers with the same finding and repairs;
+its own tolerances are listed there. The step-level reading and rules live in ``plan_steps.py``,
+the JSON scanner in ``json_repair.py``.
 """
 
 from __future__ import annotations
@@ -110,26 +114,51 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from soothe_planner.errors import PlanParseError
-from soothe_planner.models import AgentDecision, ExecutionMode, StepAction, execution_mode_of
+from soothe_planner.models import (
+    AgentDecision,
+    ExecutionMode,
+    StepAction,
+    clean_text,
+    clean_value,
+    execution_mode_of,
+)
 from soothe_planner.parsing.json_repair import Arr, Found, Obj, Scan, json_type, scan_values, strip_think
 from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
     apply_rules,
     assign_ids,
+    conform_ids,
     fold_keys,
     is_step_like,
     norm_id,
     read_step,
 )
+from soothe_planner.wire import WIRE_MAX_STEPS
 
-__all__ = ["ParsedDecision", "parse_decision", "parse_object", "read_decision"]
+__all__ = [
+    "REPLY_BASE_BYTES",
+    "REPLY_BYTES_PER_STEP",
+    "ParsedDecision",
+    "check_reply_size",
+    "check_whole",
+    "find_values",
+    "parse_decision",
+    "read_decision",
+    "repair_warnings",
+    "reply_byte_cap",
+    "validation_errors",
+]
 
-M = TypeVar("M", bound=BaseModel)
+REPLY_BASE_BYTES = 32 * 1024
+"""Bytes any reply may take besides its steps: prose, a ``<think>`` block, the plan's own fields."""
+REPLY_BYTES_PER_STEP = 8 * 1024
+"""Bytes one step may take: an id, a description of 300 characters, a tool and its arguments (a
+file's content written literally among them), with room for the repairs a small model needs."""
 
 _LIST_KEYS = ("steps", "tasks")
 _WRAPPERS = ("plan", "decision")
@@ -151,7 +180,27 @@ class ParsedDecision:
 # --------------------------------------------------------------------------- finding
 
 
-def _scan(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
+def reply_byte_cap(max_steps: int | None) -> int:
+    """The most bytes a reply may hold to be read as a plan of at most ``max_steps`` steps."""
+    steps = WIRE_MAX_STEPS if max_steps is None else max(1, max_steps)
+    return REPLY_BASE_BYTES + REPLY_BYTES_PER_STEP * steps
+
+
+def check_reply_size(text: str, cap: int, what: str) -> None:
+    """Refuse ``text`` before reading it when it is over ``cap`` bytes (UTF-8)."""
+    if len(text) <= cap // 4:  # no string of this many characters can be over the cap
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > cap:
+        raise PlanParseError(
+            f"the answer is {size} bytes, over the cap of {cap} bytes for {what}; none of it was read: "
+            "answer with the JSON alone",
+            text[:2000],
+        )
+
+
+def find_values(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan:
+    """The JSON values in a model's text (``<think>`` blocks removed, JSON encoded twice decoded)."""
     body = strip_think(text)
     stripped = body.strip()
     if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
@@ -166,7 +215,7 @@ def _scan(text: str, useful: Callable[[Any], bool], warnings: list[str]) -> Scan
     return scan_values(body, useful)
 
 
-def _repair_warning(found: list[Found]) -> list[str]:
+def repair_warnings(found: list[Found]) -> list[str]:
     repairs = sorted({r for f in found for r in f.repairs} - {"cut off"})
     return [f"repaired JSON: {', '.join(repairs)}"] if repairs else []
 
@@ -196,7 +245,7 @@ def _is_step_list(v: Any) -> bool:
     return isinstance(v, list) and bool(v) and any(_is_step(x) for x in v)
 
 
-def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str, what: str = "plan") -> None:
+def check_whole(scan: Scan, chosen: list[Found], text: str, what: str = "plan") -> None:
     """Refuse values that sit inside a bracket that failed to parse: parts may be missing."""
     # Both lists are in text order; sweep them together, keeping the furthest failure so far.
     furthest, b = -1, 0
@@ -217,7 +266,7 @@ def _check_not_inside_broken(scan: Scan, chosen: list[Found], text: str, what: s
 def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]]:
     """The plan-level fields, the raw step list (None when no steps were written), warnings."""
     decoded: list[str] = []
-    scan = _scan(
+    scan = find_values(
         text, lambda v: _is_container(v) or _is_step_list(v) or _is_step(v) or _is_header(v), decoded
     )
     plans = [f for f in scan.found if _is_container(f.value) or _is_step_list(f.value)]
@@ -226,20 +275,20 @@ def _locate_plan(text: str) -> tuple[dict[str, Any], list[Any] | None, list[str]
     if distinct > 1:
         raise PlanParseError(f"found {distinct} different plans in the answer; write exactly one plan", text)
     used = plans[-1:] or [f for f in scan.found if _is_step(f.value)] or headers
-    warnings = decoded + _repair_warning(used)
+    warnings = decoded + repair_warnings(used)
     if used and any(f.value.cut and f.start >= used[0].start for f in scan.found):
         # The text ended inside the plan or after it began (not in prose that opened a quote).
         warnings.append("the answer was cut off; closed the open JSON")
     if plans:
         chosen = plans[-1]
-        _check_not_inside_broken(scan, [chosen], text)
+        check_whole(scan, [chosen], text)
         head: dict[str, Any] = {}
         if isinstance(chosen.value, list) and len(headers) == 1:
             head = dict(headers[0].value)
         return _unwrap(chosen.value, head, warnings, text)
     bare = [f for f in scan.found if _is_step(f.value)]
     if bare:
-        _check_not_inside_broken(scan, bare, text)
+        check_whole(scan, bare, text)
         head = dict(headers[0].value) if len(headers) == 1 else {}
         steps: list[Any] = Arr(f.value for f in bare)
         return head, steps, warnings
@@ -363,6 +412,8 @@ def parse_decision(
     ``existing_ids``: steps already in the goal's DAG, which new steps may depend on.
     ``tool_schemas``: the offered tools' argument schemas, by name (for the typed-step repairs).
     """
+    check_reply_size(text, reply_byte_cap(max_steps), f"a plan of at most {max_steps or WIRE_MAX_STEPS} steps")
+    text = clean_text(text)
     head, raw_steps, warnings = _locate_plan(text)
     return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
@@ -377,8 +428,9 @@ def read_decision(
 ) -> ParsedDecision:
     """A plan that is already JSON (a structured answer): the same fields and rules as
     ``parse_decision``, without looking for it in text."""
+    data = clean_value(dict(data))
     text = json.dumps(data, ensure_ascii=False, default=str)  # what errors quote
-    head, raw_steps, warnings = _unwrap(dict(data), {}, [], text)
+    head, raw_steps, warnings = _unwrap(data, {}, [], text)
     return _decision(head, raw_steps, warnings, text, known_capabilities, max_steps, existing_ids, tool_schemas)
 
 
@@ -415,6 +467,7 @@ def _decision(
             text,
         )
     steps = [read_step(raw, i + 1, warnings, text) for i, raw in enumerate(whole)]
+    conform_ids(steps, warnings, text)
     assigned = assign_ids(steps, warnings)
     kept = apply_rules(steps, known_capabilities, warnings, text, assigned, existing_ids, tool_schemas)
     try:
@@ -425,77 +478,11 @@ def _decision(
             reasoning=reasoning or next_action,
         )
     except ValidationError as e:
-        raise PlanParseError(f"the plan does not validate: {_errors(e)}", text) from e
+        raise PlanParseError(f"the plan does not validate: {validation_errors(e)}", text) from e
     return ParsedDecision("new", decision, warnings, mode, next_action)
 
 
-def _errors(e: ValidationError) -> str:
+def validation_errors(e: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in e.errors()[:5]
     )
-
-
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Undo the harmless ways a model writes a value: "0.5" for 0.5, "Done" for "done"."""
-    options = get_args(annotation)
-    if get_origin(annotation) is Literal and isinstance(value, str):
-        for opt in options:
-            if isinstance(opt, str) and opt.lower() == value.strip().lower():
-                return opt
-        return value
-    wants = set(options) if options else {annotation}
-    if str in wants and isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        v = value.strip()
-        if bool in wants and v.lower() in ("true", "false"):
-            return v.lower() == "true"
-        if float in wants or int in wants:
-            scale = 1.0
-            if float in wants and v.endswith("%"):
-                v, scale = v[:-1].strip(), 0.01  # "80%" is 0.8: the only reading of a percentage
-            try:
-                return float(v) * scale if float in wants else int(v)
-            except ValueError:
-                return value
-    return value
-
-
-def parse_object(text: str, schema: type[M]) -> tuple[M, list[str]]:
-    """Read one small wire answer (``schema``) from a model's text; see the module docstring."""
-    fields = schema.model_fields
-    lower = {name.lower(): name for name in fields}
-    decoded: list[str] = []
-    scan = _scan(text, lambda v: isinstance(v, dict) and any(str(k).lower() in lower for k in v), decoded)
-    candidates: list[tuple[int, Found, dict[str, Any]]] = []
-    for f in scan.found:
-        value: Any = f.value
-        if isinstance(value, dict) and len(value) == 1:
-            ((key, inner),) = value.items()
-            if key.lower() == schema.__name__.lower() and isinstance(inner, dict):
-                value = inner
-        if isinstance(value, dict):
-            score = sum(1 for k in value if str(k).lower() in lower)
-            if score:
-                candidates.append((score, f, value))
-    if not candidates:
-        raise PlanParseError(
-            f"no JSON object with the fields of {schema.__name__} ({', '.join(fields)})", text
-        )
-    best = max(c[0] for c in candidates)
-    _, found, obj = next(c for c in candidates if c[0] == best)
-    _check_not_inside_broken(scan, [found], text, "answer")
-    warnings = decoded + _repair_warning([found])
-    if found.value.cut:
-        warnings.append("the answer was cut off; closed the open JSON")
-    data: dict[str, Any] = {}
-    for k, v in obj.items():
-        name = k if k in fields else lower.get(str(k).lower())
-        if name is None:
-            warnings.append(f"ignored unknown field {k!r}")
-            continue
-        data[name] = _coerce(v, fields[name].annotation)
-    try:
-        return schema.model_validate(data), warnings
-    except ValidationError as e:
-        raise PlanParseError(f"{schema.__name__} does not validate: {_errors(e)}", text) from e

@@ -37,6 +37,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError, PlanParseError
+from soothe_planner.models import clean_text
 from soothe_planner.planner.prompts import escape_data, template, trim_text
 from soothe_planner.planner.transport import is_transport_error
 
@@ -52,14 +53,18 @@ _REASK_OUTPUT_CHARS = 4000
 
 
 def raw_text_of(message: Any) -> str:
-    """What the model wrote: first tool call's arguments (as JSON) or the message text."""
+    """What the model wrote: first tool call's arguments (as JSON) or the message text, cleaned.
+
+    Cleaned of lone surrogates (``models.clean_text``): this text is parsed, quoted in re-asks and
+    stored, and every one of those encodes it.
+    """
     if not isinstance(message, AIMessage):
-        return "" if message is None else str(message)
+        return clean_text("" if message is None else str(message))
     if message.tool_calls:
-        return json.dumps(message.tool_calls[0].get("args", {}), ensure_ascii=False)
+        return clean_text(json.dumps(message.tool_calls[0].get("args", {}), ensure_ascii=False))
     if message.invalid_tool_calls:
-        return str(message.invalid_tool_calls[0].get("args") or "")
-    return message.text if isinstance(message.text, str) else str(message.content)
+        return clean_text(str(message.invalid_tool_calls[0].get("args") or ""))
+    return clean_text(message.text if isinstance(message.text, str) else str(message.content))
 
 
 def _text_in_error(exc: Exception) -> str:
@@ -265,7 +270,8 @@ class Ladder(Generic[R]):
         """Rung 4, re-ask ``n``: a copy of the conversation that shows the model its output and the error."""
         retries = self.caller.settings.retries
         shown = trim_text(last.raw_text or "(empty)", _REASK_OUTPUT_CHARS)
-        reask = template("reask").substitute(output=escape_data(shown), error=last.error)
+        # The error quotes pieces of the answer (ids, descriptions): escaped, so it cannot open or close a fence.
+        reask = template("reask").substitute(output=escape_data(shown), error=escape_data(last.error))
         msgs = [*self.base, HumanMessage(content=reask)]
         self.stats.reask += 1
         logger.warning("%s: re-ask %d of %d after: %s", self.phase, n + 1, retries, last.error)

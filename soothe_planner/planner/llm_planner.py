@@ -7,7 +7,9 @@ re-asks, transport retries) and one concurrency slot. A plan the model writes is
 (ids, dependencies, cycles, the step cap, the capability allow-list) and a broken one is re-asked
 like a parse error. When every attempt fails the caller gets a ``PlanGenerationError`` carrying
 each attempt — or, with ``on_failure="degraded"``, a result marked ``degraded`` that never counts
-as progress and can never be ``done``. Failure is never reported as success.
+as progress and can never be ``done``. Failure is never reported as success. ``degraded`` covers
+every phase: an intake with no usable answer routes ``complex`` (the full loop), a continuation
+check with none takes ``plan_generate`` — the choices that assume the least.
 
 Decisions recorded here:
 
@@ -69,6 +71,7 @@ from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.stats import PlannerStats
+from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
@@ -125,13 +128,13 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     return ids
 
 
-class LLMPlanner:
+class LLMPlanner(SyncPlannerMethods):
     """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
     ``controller`` bounds every call; a private one is made when none is given.
     ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
-    counter each.
+    counter each. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
     """
 
     def __init__(
@@ -458,12 +461,16 @@ class LLMPlanner:
             self.stats.guard_overrides += 1
             return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
         prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
-        outcome = await self._caller.structured(
-            self.assess_model, ChooseContinuation, prompt.messages(), phase="continuation",
-            convert=lambda m: to_continuation(m),  # type: ignore[arg-type]
-            parse_text=lambda t: to_continuation(parse_object(t, ChooseContinuation)[0]),
-            tally=tally, thread_id=thread_id, iteration=0,
-        )
+        try:
+            outcome = await self._caller.structured(
+                self.assess_model, ChooseContinuation, prompt.messages(), phase="continuation",
+                convert=lambda m: to_continuation(m),  # type: ignore[arg-type]
+                parse_text=lambda t: to_continuation(parse_object(t, ChooseContinuation)[0]),
+                tally=tally, thread_id=thread_id, iteration=0,
+            )
+        except PlanGenerationError as exc:
+            self._degrade("continuation", exc)
+            return ContinuationAssessment(action="plan_generate", reasoning="degraded: the continuation check failed")
         ca = outcome.value
         if ca.action == "bootstrap":
             reason = ""
@@ -481,18 +488,29 @@ class LLMPlanner:
         """``(route, answer)``: trivial requests are answered here; others get an empty answer."""
         tally = Tally()
         prompt = self._prompt_checked(phases.intake_prompt(goal, context, self.settings))
-        outcome = await self._caller.structured(
-            self.assess_model, RouteIntake, prompt.messages(), phase="intake",
-            convert=lambda m: m,
-            parse_text=lambda t: parse_object(t, RouteIntake)[0],
-            tally=tally, thread_id=context.thread_id, iteration=0,
-        )
+        try:
+            outcome = await self._caller.structured(
+                self.assess_model, RouteIntake, prompt.messages(), phase="intake",
+                convert=lambda m: m,
+                parse_text=lambda t: parse_object(t, RouteIntake)[0],
+                tally=tally, thread_id=context.thread_id, iteration=0,
+            )
+        except PlanGenerationError as exc:
+            self._degrade("intake", exc)
+            return "complex", ""
         routed = outcome.value
         assert isinstance(routed, RouteIntake)
         if routed.route != "trivial":
             return routed.route, ""
         answer = routed.answer or await self.answer(goal, context)
         return "trivial", answer
+
+    def _degrade(self, phase: str, exc: PlanGenerationError) -> None:
+        """Re-raise ``exc`` unless ``on_failure`` is ``degraded``; else count and log the fallback."""
+        if self.settings.on_failure != "degraded":
+            raise exc
+        self.stats.degraded += 1
+        logger.error("%s: degraded after %d attempts; taking the choice that assumes the least", phase, len(exc.attempts))
 
     async def answer(self, goal: str, context: PlanContext, evidence: str = "") -> str:
         """A plain-text answer to ``goal``, from ``evidence`` when given (trivial intake, synthesis)."""

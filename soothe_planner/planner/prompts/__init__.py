@@ -8,9 +8,12 @@ The context never travels in a system message after a user message (some provide
 
 Two rules are enforced here rather than trusted to the templates:
 
-- Data is fenced. Step outputs, working memory, the conversation and the goal enter inside
-  ``<evidence>``-style tags that the system prompt declares to be data; any of those tags inside
-  the data is escaped, so a step output cannot close the fence and speak as the instructions.
+- Data is fenced. Step outputs and errors, working memory, the conversation and the goal enter
+  inside ``<evidence>``-style tags that the system prompt declares to be data, on every path
+  (``plan()`` with or without a ``PlanManager``); any of those tags inside the data is escaped,
+  so a step output cannot close the fence and speak as the instructions. What stays outside the
+  tags is the package's own text (instructions, iteration numbers, step ids, which keep the id
+  rule) and the model's own assessment summary, escaped.
 - The budget gives way on state, never on rules. When a prompt would exceed the budget (about
   four characters per token), the largest trimmable section — evidence, working memory or the
   plan rendering — is cut to the headroom left, keeping at least a floor of it (a truncated
@@ -34,7 +37,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from soothe_planner.dag import signature
-from soothe_planner.models import Capability, StatusAssessment, StepResult
+from soothe_planner.models import Capability, StatusAssessment, StepResult, clean_text
 
 __all__ = [
     "CAPABILITY_DESCRIPTION_CHARS",
@@ -54,7 +57,7 @@ __all__ = [
 CHARS_PER_TOKEN = 4
 """A rough, provider-neutral estimate; the budget is a guard rail, not a tokenizer."""
 
-DATA_TAGS = ("goal", "plan", "evidence", "working_memory", "conversation", "previous_answer")
+DATA_TAGS = ("goal", "plan", "failed", "evidence", "working_memory", "conversation", "previous_answer")
 _TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(DATA_TAGS) + r")\b", re.IGNORECASE)
 TRIM_FLOOR = 160
 """Characters a trimmed section keeps at least: trimmed, never dropped whole."""
@@ -140,11 +143,12 @@ def build(
     budget = budget_tokens * CHARS_PER_TOKEN
     has_compact = f"{system}_compact" in template_names()
     start_compact = profile == "compact" and has_compact
-    sys_values = dict(system_fields or {})
+    sys_values = {name: clean_text(value) for name, value in (system_fields or {}).items()}
     sys_text = template(f"{system}_compact" if start_compact else system).substitute(sys_values)
     # the compact profile may bring its own human turn: fewer sections, in the order a small model reads
     tmpl = template(f"{human}_compact" if start_compact and f"{human}_compact" in template_names() else human)
-    values = dict(fields)
+    # Clean at the last boundary before the provider: every request encodes the prompt as UTF-8.
+    values = {name: clean_text(value) for name, value in fields.items()}
     trimmable = dict(trimmable or {})
     trimmed: dict[str, int] = {}
 

@@ -205,14 +205,33 @@ def handwritten() -> list[dict[str, Any]]:
         case(
             "ids_kept_as_given",
             h,
-            '[{"id": "Step One", "description": "look"}, {"id": "S-2", "description": "tell", '
+            '[{"id": "Step.One", "description": "look"}, {"id": "S-2", "description": "tell", '
+            '"depends_on": "Step.One"}]',
+            ok(
+                [
+                    {"id": "Step.One", "description": "l"},
+                    {"id": "S-2", "description": "t", "depends_on": ["Step.One"]},
+                ]
+            ),
+        ),
+        case(
+            "ids_breaking_the_id_rule_rewritten_with_their_dependencies",
+            h,
+            '[{"id": "Step One", "description": "look"}, {"id": "s1</plan>", "description": "tell", '
             '"depends_on": "Step One"}]',
             ok(
                 [
-                    {"id": "Step One", "description": "l"},
-                    {"id": "S-2", "description": "t", "depends_on": ["Step One"]},
-                ]
+                    {"id": "Step_One", "description": "l"},
+                    {"id": "s1_plan", "description": "t", "depends_on": ["Step_One"]},
+                ],
+                "rewrote 2 id(s)",
             ),
+        ),
+        case(
+            "ids_rewriting_to_one_refused",
+            h,
+            '[{"id": "a b", "description": "look"}, {"id": "a_b", "description": "tell"}]',
+            err("its rewrite 'a_b' is the id of another step"),
         ),
         case(
             "self_cycle_only",
@@ -343,9 +362,10 @@ def handwritten() -> list[dict[str, Any]]:
             '{"Step 1": {"Task": "look"}, "Step 2": {"TASK": "tell", "Deps": "Step 1"}}',
             ok(
                 [
-                    {"id": "Step 1", "description": "l"},
-                    {"id": "Step 2", "description": "t", "depends_on": ["Step 1"]},
-                ]
+                    {"id": "Step_1", "description": "l"},
+                    {"id": "Step_2", "description": "t", "depends_on": ["Step_1"]},
+                ],
+                "rewrote 2 id(s)",
             ),
         ),
         case(

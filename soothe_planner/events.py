@@ -1,0 +1,154 @@
+"""What does a StrangeLoop run report while it works, and in what shape?
+
+Each progress event is a dict on LangGraph's custom stream (``stream_mode="custom"``), with an
+``"event"`` key naming its kind. This module is their contract: one ``TypedDict`` per kind, every
+key typed and documented, and ``parse_event`` to read one into its type (a ``ValueError`` naming
+the key for anything that is not a documented event). The graph's nodes and the step executor
+emit exactly these keys; a test runs the loop through every kind and parses each event with extra
+keys forbidden, so the shapes here cannot drift from what is sent.
+
+=================  ====================================================================
+``intake``         the request was routed: ``route`` is trivial | simple | complex
+``assessment``     phase 1 judged the goal: ``status`` continue | replan | done, progress
+``plan``           phase 2 decided: ``plan_action`` keep | new, and the new ``steps``
+``step_started``   a step began (or its journaled result was replayed)
+``step_completed`` a step ended: ``success``, ``output`` (an excerpt) or ``error``
+``approval``       a human approved the plan (``sha256``) or rejected it (``feedback``; ``refused``
+                   when the gate refused an approval that named no plan or another plan)
+``error``          something failed; ``retry: true`` when the loop sends the plan back once
+``completed``      the goal is done: ``final_answer``
+=================  ====================================================================
+
+TypedDicts rather than pydantic models because the events are plain dicts on the wire (a server
+streams them as JSON) and a reader should not need this package to read them; the
+``typing_extensions`` form so that pydantic can validate them on Python 3.11.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict
+
+__all__ = [
+    "EVENT_KINDS",
+    "ApprovalEvent",
+    "AssessmentEvent",
+    "CompletedEvent",
+    "ErrorEvent",
+    "IntakeEvent",
+    "PlanEvent",
+    "ProgressEvent",
+    "StepCompletedEvent",
+    "StepStartedEvent",
+    "parse_event",
+]
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class IntakeEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["intake"]
+    route: Literal["trivial", "simple", "complex"]
+
+
+class AssessmentEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["assessment"]
+    iteration: int
+    status: Literal["continue", "replan", "done"]
+    goal_progress: float
+    confidence: float
+    require_goal_completion: bool
+    summary: str
+    degraded: bool
+
+
+class PlanEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["plan"]
+    iteration: int
+    plan_action: Literal["keep", "new"]
+    steps: list[dict[str, Any]]  # each a StepAction as JSON: id, description, tools, depends_on, ...
+    degraded: bool
+
+
+class StepStartedEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["step_started"]
+    step_id: str
+    description: str
+    attempt: int
+    replayed: bool  # the result came from the step journal; the step did not run again
+    thread_id: str | None
+
+
+class StepCompletedEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["step_completed"]
+    step_id: str
+    success: bool
+    error_type: str | None  # tool_error, timeout, policy_denied, skipped, ...
+    error: str | None
+    duration_ms: float
+    attempt: int
+    output: str  # at most 500 characters, then "…"
+    replayed: bool
+    thread_id: str | None
+    kind: NotRequired[str]  # how the step ran, when the executor reports it
+    tool_calls: NotRequired[list[str]]
+    recovered_from_text: NotRequired[bool]
+
+
+class ApprovalEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["approval"]
+    approved: bool
+    sha256: NotRequired[str]  # on approval: the seal of the approved plan
+    feedback: NotRequired[str]  # on rejection: what the human said
+    refused: NotRequired[bool]  # an approval the gate refused: no digest, or another plan's digest
+
+
+class ErrorEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["error"]
+    error: str
+    iteration: int
+    retry: NotRequired[bool]  # the plan goes back to the planner once with the error as feedback
+
+
+class CompletedEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["completed"]
+    final_answer: str
+
+
+ProgressEvent = Annotated[
+    IntakeEvent | AssessmentEvent | PlanEvent | StepStartedEvent | StepCompletedEvent | ApprovalEvent
+    | ErrorEvent | CompletedEvent,
+    Field(discriminator="event"),
+]
+"""Any one progress event, told apart by its ``"event"`` key."""
+
+EVENT_KINDS = ("intake", "assessment", "plan", "step_started", "step_completed", "approval", "error", "completed")
+
+_ADAPTER: TypeAdapter[Any] | None = None
+
+
+def parse_event(data: Any) -> ProgressEvent:
+    """``data`` checked against its event type; a ``ValueError`` names the kind, the key and the rule."""
+    global _ADAPTER
+    if _ADAPTER is None:
+        _ADAPTER = TypeAdapter(ProgressEvent)
+    try:
+        event: ProgressEvent = _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        kind = data.get("event") if isinstance(data, dict) else None
+        raise ValueError(
+            f"not a documented progress event ({kind!r}): {where}: {first['msg']} (kinds: {', '.join(EVENT_KINDS)})"
+        ) from None
+    return event
