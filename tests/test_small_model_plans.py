@@ -236,3 +236,22 @@ async def test_a_model_step_that_finds_no_answer_in_its_data_fails_as_missing_da
     (result,) = await executor.run(pm)
     assert not result.success and result.error_type == "missing_data" and "changelog" in (result.error or "")
     assert pm.node("s1").status == "failed"
+
+
+async def test_a_model_step_reads_what_its_dependencies_read_nearest_first() -> None:
+    """read → search (found nothing) → answer: the answer still sees the file."""
+    model = ScriptedChatModel(responses=["2.3.1"])
+    executor = StepExecutor(agent_model=model)
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[
+        StepAction(id="s1", description="read the changelog"),
+        StepAction(id="s2", description="search it", depends_on=["s1"]),
+        StepAction(id="s3", description="give the latest version only", depends_on=["s2"]),
+    ]), 0)
+    for sid, out in (("s1", "## 2.3.1 (2026-10-02)"), ("s2", "no matches for 'latest'")):
+        pm.mark_started(sid)
+        pm.record_step_outcomes([StepResult(step_id=sid, success=True, output=out)])
+    (result,) = await executor.run(pm)
+    assert result.success and result.output == "2.3.1"
+    shown = model.calls[0].last_text
+    assert shown.index("no matches for 'latest'") < shown.index("## 2.3.1 (2026-10-02)")
