@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -42,6 +42,7 @@ __all__ = [
     "STEP_ID_PATTERN",
     "STEP_ID_RULE",
     "AgentDecision",
+    "CallKind",
     "Capability",
     "ContinuationAssessment",
     "ExecutionHint",
@@ -76,6 +77,8 @@ within the concurrency limits) or ``sequential`` (one at a time, in dependency o
 LEGACY_EXECUTION_MODES: dict[str, ExecutionMode] = {"parallel": "dependency"}
 """Names once offered that ran exactly as another mode: still read (old checkpoints, old replies), never offered."""
 IntakeRoute = Literal["trivial", "simple", "complex"]
+CallKind = Literal["intake", "plan-assess", "plan-generate", "continuation", "answer", "reflect", "revise"]
+"""The planner's kinds of call, as named in traces; a kind's re-asks and raw fallback count as that kind."""
 FINISHED_STATUSES: frozenset[str] = frozenset({"completed", "failed", "skipped"})
 
 STEP_ID_PATTERN = r"^[A-Za-z0-9_.-]{1,32}$"
@@ -492,9 +495,23 @@ class PlannerSettings(_Model):
     transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")
     transport_backoff_s: float = Field(default=0.5, ge=0)
     call_timeout_s: float = Field(default=120.0, gt=0, description="Per-call timeout, seconds.")
+    require_grounded_answer: bool | None = Field(
+        default=None,
+        description="A 'done' whose answer states a number, path, e-mail or URL that no tool returned "
+        "becomes 'replan' (None: on under the compact prompt profile).",
+    )
     on_failure: Literal["raise", "degraded"] = Field(
         default="raise", description="After every attempt failed: raise PlanGenerationError, or degrade."
     )
     llm_reflection: bool = Field(default=False, description="Ask the model to reflect (default: deterministic).")
     prompt_budget_tokens: int = Field(default=6000, ge=500, description="Prompt size cap, in tokens (approx.).")
     max_output_tokens: int = Field(default=1024, ge=64)
+    max_output_tokens_per_call: dict[CallKind, Annotated[int, Field(ge=16)]] = Field(
+        default_factory=dict,
+        description="Output token cap for one kind of call (e.g. {answer: 300}); other kinds keep the model's.",
+    )
+    prompt_profile: Literal["auto", "full", "compact"] = Field(
+        default="auto",
+        description="Prompt wording and tool schemas: 'compact' (fewer tokens, for small local models) or "
+        "'full'; 'auto' takes the model's own declaration (the embedded model declares 'compact'), else 'full'.",
+    )

@@ -112,7 +112,9 @@ class PlanStepSpec(_Wire):
     model_config = ConfigDict(extra="forbid", json_schema_extra=_step_schema)
 
     id: StepId
-    description: Text(300) = Field(description="What this step does for the goal")  # type: ignore[valid-type]
+    # Required by the full schema (``_step_schema``); a typed step of the compact shape has none and
+    # the parser derives it from the call (``parsing.plan_steps.derived_description``).
+    description: Text(300) = Field(default="", description="What this step does for the goal")  # type: ignore[valid-type]
     tool: Text(64) | None = None  # type: ignore[valid-type]
     args: Args = Field(default_factory=dict)
     depends_on: list[StepId] = Field(default_factory=list, max_length=8)
@@ -186,8 +188,15 @@ def generation_model(
     allow_keep: bool = True,
     tools: tuple[str, ...] = (),
     subagents: tuple[str, ...] = (),
+    compact: bool = False,
 ) -> type[GeneratePlan]:
     """``GeneratePlan`` with its step list bounded by ``max_steps`` (advertised and enforced).
+
+    ``compact`` is the shape for small models: ``{"steps": [{id, tool, args, depends_on}]}`` and
+    nothing else — no description (derived from the call), no ``plan_action`` (always ``new``), no
+    mode or sentence to write; a model step is the pseudo-tool ``answer`` with ``{"task": ...}``
+    (``parsing.plan_steps.MODEL_STEP_TOOL``), added to ``tools`` when no real tool has the name.
+    The class validates the same fields, so the readers downstream are the same.
 
     Without ``allow_keep`` (nothing is in flight: a first plan, a revision) ``plan_action`` can only
     be ``new``, so a grammar-constrained model cannot answer ``keep`` at all. ``tools`` and
@@ -195,9 +204,47 @@ def generation_model(
     null; with no tools named, any name is accepted (the parser's allow-list judges it). One class
     per argument set, built once: the planner keeps its structured-output binding per class.
     """
-    return _generation_model(
-        max(1, min(max_steps, WIRE_MAX_STEPS)), allow_keep, tuple(dict.fromkeys(tools)), tuple(dict.fromkeys(subagents))
+    bound = max(1, min(max_steps, WIRE_MAX_STEPS))
+    if compact:
+        return _compact_generation_model(bound, tuple(dict.fromkeys((*tools, COMPACT_MODEL_STEP))), tuple(dict.fromkeys(subagents)))
+    return _generation_model(bound, allow_keep, tuple(dict.fromkeys(tools)), tuple(dict.fromkeys(subagents)))
+
+
+COMPACT_MODEL_STEP = "answer"
+"""The pseudo-tool of a model step in the compact plan shape (``parsing.plan_steps.MODEL_STEP_TOOL``)."""
+_COMPACT_REQUIRED = ["id", "tool", "args", "depends_on"]
+
+
+def _compact_step_schema(schema: dict[str, Any]) -> None:
+    schema["required"] = [name for name in _COMPACT_REQUIRED if name in schema.get("properties", {})]
+
+
+@lru_cache(maxsize=64)
+def _compact_generation_model(bound: int, tools: tuple[str, ...], subagents: tuple[str, ...]) -> type[GeneratePlan]:
+    fields: dict[str, Any] = {
+        "description": (SkipJsonSchema[Text(300)], ""),  # type: ignore[misc]
+        "tool": (_one_of(tools), ...),
+    }
+    if subagents:
+        fields["subagent"] = (_one_of(subagents) | None, None)
+    else:
+        fields["subagent"] = (SkipJsonSchema[str | None], None)  # type: ignore[misc]
+    step: type[PlanStepSpec] = create_model(
+        "PlanStep", __base__=PlanStepSpec, __doc__="One step: a tool and its arguments.",
+        __config__=None, **fields,
     )
+    step.model_config["json_schema_extra"] = _compact_step_schema
+    step.model_rebuild(force=True)
+    hidden: dict[str, Any] = {
+        "plan_action": (SkipJsonSchema[Literal["new"]], "new"),  # type: ignore[misc]
+        "execution_mode": (SkipJsonSchema[ExecutionMode], "dependency"),  # type: ignore[misc]
+        "next_action": (SkipJsonSchema[str], ""),
+        "steps": (list[step], Field(min_length=1, max_length=bound)),
+    }
+    plan: type[GeneratePlan] = create_model(
+        "GeneratePlan", __base__=GeneratePlan, __doc__="The steps that do the goal.", **hidden,
+    )
+    return plan
 
 
 def _one_of(names: tuple[str, ...]) -> Any:

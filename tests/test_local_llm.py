@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import os
 import signal
 import sys
@@ -379,3 +380,97 @@ def test_embedded_model_lifts_a_text_tool_call_from_the_server(monkeypatch: pyte
     model.bind_tools([read_file]).invoke([HumanMessage("read it"), reply, ToolMessage("hello", tool_call_id="c")])
     sent = seen[-1]["messages"]
     assert isinstance(sent, list) and sent[1]["role"] == "assistant" and sent[1]["content"] == ""  # not null
+
+
+# --------------------------------------------------------------------------- server settings
+
+
+def test_server_flags_come_from_its_tuning_and_the_stock_settings_stay_measurable() -> None:
+    from soothe_planner.local.tuning import ServerTuning
+
+    argv = LocalModelServer(Path("m.gguf"), port=1, n_threads=1).argv()
+    flag = {argv[i]: argv[i + 1] for i in range(len(argv) - 1) if argv[i].startswith("--")}
+    tuned = ServerTuning()
+    assert flag["--logits_all"] == "False" and flag["--n_batch"] == str(tuned.n_batch)
+    assert flag["--cache"] == "True" and flag["--cache_size"] == str(tuned.prompt_cache_mib << 20)
+    stock = LocalModelServer(Path("m.gguf"), port=1, tuning=ServerTuning.stock(), n_ctx=8192).argv()
+    assert "--cache" not in stock and stock[stock.index("--logits_all") + 1] == "True"
+    assert stock[stock.index("--n_ctx") + 1] == "8192"  # n_ctx= still wins, as before tuning existed
+
+
+@pytest.mark.parametrize(("changes", "message"), [
+    ({"n_batch": 0}, r"n_batch must be >= 1, got 0"),
+    ({"n_batch": 256, "n_ubatch": 512}, r"n_ubatch \(512\) must be <= n_batch \(256\)"),
+    ({"prompt_cache_mib": -1}, r"prompt_cache_mib must be >= 0 \(0 turns it off\), got -1"),
+])
+def test_bad_server_settings_are_refused_naming_the_value_and_the_rule(changes: dict[str, int], message: str) -> None:
+    from soothe_planner.local.tuning import ServerTuning
+
+    with pytest.raises(ValueError, match=message):
+        ServerTuning().with_(**changes)
+
+
+def test_the_prompt_cache_keeps_kv_states_without_the_logits_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    llama_module = pytest.importorskip("llama_cpp.llama", reason="needs the `local` extra (llama-cpp-python)")
+    import numpy as np
+
+    from soothe_planner.local.launcher import lean_prompt_cache
+
+    llama_cls = llama_module.Llama
+    seen: dict[str, object] = {}
+
+    def stock_save(self: object) -> object:
+        seen["saved_rows"] = len(self._scores)  # type: ignore[attr-defined]
+        return llama_module.LlamaState(np.zeros(4, dtype=np.intc), self._scores.copy(), 3, b"kv", 2, 0)  # type: ignore[attr-defined]
+
+    def stock_load(self: object, state: object) -> None:
+        self.scores[: state.n_tokens, :] = state.scores.copy()  # type: ignore[attr-defined]  # the library's own line
+        seen["loaded"] = True
+
+    monkeypatch.setattr(llama_cls, "save_state", stock_save)
+    monkeypatch.setattr(llama_cls, "load_state", stock_load)
+    lean_prompt_cache()
+    model = object.__new__(llama_cls)  # no weights: only the attributes the cache touches
+    model.scores, model.n_tokens, model._logits_all = np.ones((8, 5), dtype=np.single), 3, False
+    model._stack = contextlib.ExitStack()  # what the library closes when the object goes away
+    state = llama_cls.save_state(model)
+    assert seen["saved_rows"] == 0 and len(state.scores) == 0 and model.scores.shape == (8, 5)
+    llama_cls.load_state(model, state)  # the stock code would fail to broadcast an empty buffer
+    assert seen["loaded"] and model.scores.shape == (8, 5)
+    model._logits_all = True  # logprobs need every row: the library's behaviour is kept
+    assert len(llama_cls.save_state(model).scores) == 3
+
+
+def test_the_embedded_models_are_named_and_an_unknown_name_lists_them() -> None:
+    from soothe_planner.config.providers import check_model_spec
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local import EMBEDDED_MODELS, embedded_model
+
+    assert embedded_model("") is embedded_model("0.5b") and embedded_model("").sha256 == MODEL_SHA256
+    big = embedded_model("1.5B")
+    assert (big.size, len(big.packages), big.filename) == (1_117_320_768, 22, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
+    assert len({m.sha256 for m in EMBEDDED_MODELS.values()}) == len(EMBEDDED_MODELS)
+    with pytest.raises(ConfigError, match=r"unknown embedded model '7b'.*'local:0\.5b', 'local:1\.5b'"):
+        embedded_model("7b")
+    assert check_model_spec("local:1.5b") == "local:1.5b"
+    with pytest.raises(ValueError, match="unknown embedded model '3b'"):
+        check_model_spec("local:3b")
+
+
+def test_a_missing_part_of_the_larger_model_names_its_package_and_extra() -> None:
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local import embedded_model, part_files
+
+    big = embedded_model("1.5b")
+    missing = [p for p in big.packages if importlib.util.find_spec(p.replace("-", "_")) is None]
+    if not missing:
+        pytest.skip("the 1.5B parts are installed here")
+    with pytest.raises(ConfigError, match=rf"needs the package {big.packages[0]}.*soothe-planner\[local-1-5b\]"):
+        part_files(big)
+
+
+def test_the_server_serves_the_model_it_was_given_under_its_alias() -> None:
+    from soothe_planner.local import LocalModelServer, embedded_model
+
+    argv = LocalModelServer(Path("m.gguf"), port=1, model=embedded_model("1.5b")).argv()
+    assert argv[argv.index("--model_alias") + 1] == "qwen2.5-coder-1.5b-instruct"

@@ -35,10 +35,10 @@ SYSTEM_SCHEMAS: dict[str, type[BaseModel]] = {
     "assess_system": AssessStatus,
     "assess_system_compact": AssessStatus,
     "generate_system": generation_model(8),
-    "generate_system_compact": generation_model(8),
     "reflect_system": ReflectOnPlan,
     "continuation_system": ChooseContinuation,
     "intake_system": RouteIntake,
+    "intake_system_compact": RouteIntake,
 }
 _FIELD = re.compile(r"^(?P<indent>\s*)- `(?P<name>\w+)`:", re.MULTILINE)
 
@@ -72,8 +72,19 @@ def test_prompt_field_names_match_the_wire_schema_both_ways(name: str) -> None:
     assert prompt_nested == schema_nested, f"{name}: prompt {sorted(prompt_nested)} vs schema {sorted(schema_nested)}"
 
 
+def test_the_compact_plan_prompt_names_exactly_the_compact_schema_fields() -> None:
+    """The compact briefing shows the step shape as one JSON line instead of a field list."""
+    text = template("generate_system_compact").template
+    shape = next(line for line in text.splitlines() if line.startswith("Each step:"))
+    written = set(re.findall(r'"(\w+)":', shape))
+    schema_top, schema_nested = _schema_fields(generation_model(8, tools=("read_file",), compact=True))
+    assert schema_top == {"steps"} and written == schema_nested == {"id", "tool", "args", "depends_on"}
+    examples = template("generate_examples_compact").template
+    assert '{"steps": [' in examples and "description" not in examples
+
+
 def test_every_system_template_is_covered_by_the_contract() -> None:
-    assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {"answer_system"}
+    assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {"answer_system", "generate_system_compact"}
 
 
 def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
@@ -84,8 +95,18 @@ def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
 
 def test_system_prompts_are_static_so_providers_can_cache_them() -> None:
     for name in template_names():
-        if "_system" in name:
+        if "_system" in name and name != "generate_system_compact":
             assert "$" not in template(name).template, name
+
+
+def test_the_compact_plan_briefing_holds_only_the_runs_constants() -> None:
+    """Its fields are the offered tools and the examples: the same text on every plan call of a run."""
+    state, ctx = _ten_step_state()
+    compact = PlannerSettings(prompt_profile="compact")
+    first = phases.generate_prompt("g", state.model_copy(update={"iteration": 0}), ctx, None, None, compact, max_steps=5)
+    later = phases.generate_prompt("other goal", state, ctx, None, None, compact, max_steps=3)
+    assert first.system == later.system and "- search(...) [read-only]: web search" in first.system
+    assert "$" not in first.system
 
 
 def test_every_template_field_is_filled_by_the_builders() -> None:
@@ -270,6 +291,52 @@ def test_without_a_manager_every_latest_result_is_evidence() -> None:
     prompt = phases.generate_prompt("write the report", state, PlanContext(), None, None, PlannerSettings(), max_steps=4)
     evidence = _section(prompt.human, "evidence")
     assert "NEW-RESULT" in evidence and "OLD-RESULT" in evidence
+
+
+# --------------------------------------------------------------------------- profiles and prefix order
+
+
+def test_compact_profile_starts_with_the_compact_briefing_and_its_own_human_turn() -> None:
+    state, ctx = _ten_step_state()
+    full = phases.generate_prompt("write the report", state, ctx, None, None, PlannerSettings(), max_steps=5)
+    compact = phases.generate_prompt("write the report", state, ctx, None, None,
+                                     PlannerSettings(prompt_profile="compact"), max_steps=5)
+    assert compact.system.startswith("You write a plan as JSON") and compact.profile == "compact"
+    assert not compact.compact  # the budget did nothing; the profile chose the briefing
+    assert len(compact.system) < len(full.system) and len(compact.human) < len(full.human)
+    # the same state reaches both: the goal, the steps so far with their statuses, the failures
+    for shared in ("write the report", "<plan>", "[completed]", "Failed steps"):
+        assert shared in full.human and shared in compact.human, shared
+    assert "Working memory" not in compact.human and "- answer(task)" in compact.system
+    assert phases.intake_prompt("g", ctx, PlannerSettings(prompt_profile="compact")).system == (
+        template("intake_system_compact").template)
+    # a phase with no compact briefing keeps its only one
+    assert phases.answer_prompt("g", ctx, "e", PlannerSettings(prompt_profile="compact")).system == (
+        template("answer_system").template)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def test_what_a_run_keeps_comes_before_what_each_iteration_changes() -> None:
+    """A server reuses the longest common prefix of two prompts: the run's constants come first."""
+    state, ctx = _ten_step_state()
+    later = state.model_copy(update={"iteration": state.iteration + 1})
+    settings = PlannerSettings()
+    a = phases.generate_prompt("write the report", state, ctx, None, None, settings, max_steps=5).human
+    b = phases.generate_prompt("write the report", later, ctx, None, None, settings, max_steps=5).human
+    shared = a[: _common_prefix(a, b)]
+    assert "- search(...) [read-only]: web search" in shared and "write the report" in shared
+    assert "Iteration 4" not in shared and "Iteration 5" not in shared
+    x = phases.assess_prompt("write the report", state, None, settings).human
+    y = phases.assess_prompt("write the report", later, None, settings).human
+    assert "write the report" in x[: _common_prefix(x, y)]
 
 
 # --------------------------------------------------------------------------- one rendering of a plan

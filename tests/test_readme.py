@@ -34,9 +34,18 @@ def test_ci_runs_the_readme_test_command_verbatim() -> None:
 
 def test_main_command_runs_the_default_config_on_the_embedded_model() -> None:
     main_command = _commands()[0]
-    assert "'.[local]'" in main_command
+    assert "'.[local-1-5b]'" in main_command
     assert "soothe-planner run --config config/default.yaml" in main_command
     assert (ROOT / "config" / "default.yaml").is_file()
+
+
+def test_the_main_commands_goal_is_the_one_the_real_model_test_checks() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        from test_real_model import README_GOAL
+    finally:
+        sys.path.pop(0)
+    assert _commands()[0].endswith(f'"{README_GOAL}"')
 
 
 def _python_blocks(section: str) -> list[str]:
@@ -61,5 +70,5 @@ def test_the_using_it_from_code_blocks_run_verbatim_as_scripts(tmp_path: Path) -
     assert "flowchart TD" in outputs[0] and "done - Completed steps:" in outputs[0]
     assert outputs[1].splitlines() == [
         "assessment: continue (0%)", "plan (new): hello", "step_started", "  hello: ok", "assessment: done (100%)",
-        "done: - hello: Hello!",
+        "done: Hello!",  # the plan ended in its one model step: that output is the answer
     ]  # fmt: skip

@@ -22,15 +22,20 @@ pytestmark = pytest.mark.real_model
 
 ROOT = Path(__file__).resolve().parents[1]
 GOAL = "Find the TODO lines in the workspace and summarise them"
+README_GOAL = "Find every line containing TODO in the workspace and write those lines to TODO_REPORT.md"
+"""The goal of the README's first command (``tests/test_readme.py`` holds the two to one text)."""
+TODO_LINES = ("reject empty notes", "make the search case-insensitive", "explain how to run the tests",
+              "sync between two machines", "decide whether tags are case-sensitive")
+MODEL = "1.5b"  # what config/default.yaml and config/ci.yaml run on
 
 
 def _skip_reason() -> str | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed (pip install 'soothe-planner[local]')"
-    from soothe_planner.local.embedded import part_files
+    from soothe_planner.local import embedded_model, part_files
 
     try:
-        part_files()
+        part_files(embedded_model(MODEL))
     except ConfigError as exc:
         return str(exc)
     return None
@@ -41,9 +46,9 @@ def local_server() -> Iterator[str]:
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
-    from soothe_planner.local.embedded import LocalModelServer
+    from soothe_planner.local import LocalModelServer, embedded_model
 
-    with LocalModelServer() as server:
+    with LocalModelServer(model=embedded_model(MODEL)) as server:
         yield server.base_url
 
 
@@ -82,3 +87,29 @@ def test_a_full_run_of_the_sample_goal_ends_done_or_failed(use_server: str, caps
     for step in report["steps"]:
         assert step["status"] in {"pending", "completed", "failed", "skipped"}
         assert set(step["depends_on"]) <= ids  # no plan with a dangling dependency was accepted
+
+
+def test_the_readmes_first_command_ends_done_with_the_report_written(
+    use_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's first command, on a copy of the sample workspace: done, exit 0, the file checked."""
+    import shutil
+
+    import yaml
+
+    from soothe_planner.cli import main
+
+    workspace = tmp_path / "workspace"
+    shutil.copytree(ROOT / "examples" / "workspace", workspace)
+    config = yaml.safe_load((ROOT / "config" / "default.yaml").read_text(encoding="utf-8"))
+    config["execution"]["workspace"] = str(workspace)
+    config["checkpoint"] = {"backend": "memory"}
+    path = tmp_path / "soothe.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    code = main(["run", "--json", "--config", str(path), README_GOAL])
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert (code, report["status"]) == (0, "done"), captured.err[-3000:]
+    text = (workspace / "TODO_REPORT.md").read_text(encoding="utf-8")
+    missing = [line for line in TODO_LINES if line not in text]
+    assert not missing, text

@@ -97,6 +97,13 @@ def check_model_spec(spec: str, *, base_url: str | None = None) -> str:
     spec = spec.strip()
     kind, name = split_model_spec(spec)
     if kind == "local":
+        from soothe_planner.errors import ConfigError
+        from soothe_planner.local import embedded_model
+
+        try:
+            embedded_model(name)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
         return spec
     if kind == "scripted":
         if not name:

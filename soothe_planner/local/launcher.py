@@ -1,13 +1,23 @@
 """Why does the embedded model start through this module rather than ``python -m llama_cpp.server``?
 
-llama.cpp may move weights into "extra buffer types" (repacked layouts for the CPU's matrix units).
-On CPUs with AMX, llama-cpp-python 0.3.36 built for the host crashes (SIGSEGV) in the first batched
-decode of this model — any prompt longer than one token — while single-token decoding works.
-Turning the extra buffers off (``use_extra_bufts = False``, a llama.cpp model parameter the
-Python server does not expose) avoids that code path at a modest speed cost. This launcher sets it
-and then runs the stock server unchanged, with the same command-line flags.
+Two changes to llama-cpp-python (0.3.x) that its server's flags cannot make; after them the stock
+server runs unchanged, with the same command-line flags.
 
-``SOOTHE_LLAMA_EXTRA_BUFTS=1`` keeps llama.cpp's default, for machines where it works.
+- **No extra buffer types.** llama.cpp may move weights into "extra buffer types" (repacked
+  layouts for the CPU's matrix units). On CPUs with AMX, llama-cpp-python 0.3.36 built for the
+  host crashes (SIGSEGV) in the first batched decode of this model — any prompt longer than one
+  token — while single-token decoding works (seen again on this package's 2-core benchmark
+  machine). Turning the extra buffers off (``use_extra_bufts = False``, a llama.cpp model
+  parameter the Python server does not expose) avoids that code path.
+  ``SOOTHE_LLAMA_EXTRA_BUFTS=1`` keeps llama.cpp's default, for machines where it works.
+- **A prompt cache that holds KV states, not logits.** With ``--cache`` the server saves the model
+  state after every request so that a later prompt sharing a prefix can restore it. Each saved
+  state also carries a copy of the Python-side logits buffer — up to ``n_batch`` rows of 152k
+  floats, about 300 MB for this model, on every request — which the cache's size limit does not
+  count. With ``logits_all`` off those rows are never read again: sampling uses the context's own
+  logits, and a restored state is always re-evaluated from at least its last token before
+  anything is sampled. So the saved state keeps the KV cache and drops that buffer; with
+  ``logits_all`` on, the library's own behaviour is kept.
 """
 
 from __future__ import annotations
@@ -33,9 +43,41 @@ def disable_extra_buffer_types() -> None:
     bindings.llama_model_default_params = params
 
 
+def lean_prompt_cache() -> None:
+    """Saved states keep no logits rows when ``logits_all`` is off (see the module docstring)."""
+    from llama_cpp.llama import Llama
+
+    stock_save, stock_load = Llama.save_state, Llama.load_state
+
+    def save_state(self: Any) -> Any:
+        if self._logits_all:
+            return stock_save(self)
+        scores = self.scores
+        self.scores = scores[:0]  # the library copies scores[:n_tokens]: nothing
+        try:
+            return stock_save(self)
+        finally:
+            self.scores = scores
+
+    def load_state(self: Any, state: Any) -> None:
+        if self._logits_all or len(state.scores):
+            stock_load(self, state)
+            return
+        scores = self.scores
+        self.scores = scores[:0]  # the library writes the saved rows back: there are none
+        try:
+            stock_load(self, state)
+        finally:
+            self.scores = scores
+
+    Llama.save_state = save_state  # type: ignore[method-assign]
+    Llama.load_state = load_state  # type: ignore[method-assign]
+
+
 def main() -> None:
     if os.environ.get(EXTRA_BUFTS_ENV) != "1":
         disable_extra_buffer_types()
+    lean_prompt_cache()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 

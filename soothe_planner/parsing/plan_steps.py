@@ -10,6 +10,7 @@ here is listed in the docstring of ``reader``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -29,8 +30,10 @@ from soothe_planner.parsing.typed_args import (
 
 __all__ = [
     "ID_KEYS",
+    "MODEL_STEP_TOOL",
     "apply_rules",
     "assign_ids",
+    "derived_description",
     "conform_ids",
     "fold_keys",
     "is_step_like",
@@ -50,6 +53,13 @@ STEP_KEYS = frozenset(
 # "function" and the args aliases are not markers: {"name": ..., "arguments": ...} is a tool call, not a step.
 STEP_MARKERS = frozenset((*ID_KEYS, *DESC_KEYS, *DEP_KEYS, *TOOL_KEYS, "tool", "tool_name", *SUB_KEYS))
 HINTS = ("tool", "subagent", "remote", "auto")
+MODEL_STEP_TOOL = "answer"
+"""The name under which a plan may write a model step as if it were a tool: ``{"tool": "answer",
+"args": {"task": ...}}``. Small models fill one uniform step shape (a tool and its args) far more
+reliably than a nullable tool beside a free-text description; the step is read as the model step
+``task`` describes. A real tool of that name wins: the name is read this way only when no offered
+capability carries it."""
+_DESCRIPTION_CHARS = 300
 _FOLDED = {k.lower(): k for k in STEP_KEYS}
 _MARKERS_FOLDED = frozenset(k.lower() for k in STEP_MARKERS)
 
@@ -122,7 +132,8 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
     sid = norm_id(_pick(step, ID_KEYS, label, warnings))
     label = repr(sid) if sid else label
     description = _pick(step, DESC_KEYS, label, warnings)
-    if description is None or (isinstance(description, str) and not description.strip()):
+    has_tool = any(step.get(k) for k in TYPED_TOOL_KEYS)
+    if (description is None or (isinstance(description, str) and not description.strip())) and not has_tool:
         raise PlanParseError(f"step {label} has no description (looked for {', '.join(DESC_KEYS)})", text)
     deps: list[str] = []
     for d in _split(_pick(step, DEP_KEYS, label, warnings)):
@@ -174,7 +185,39 @@ def read_step(raw: Any, position: int, warnings: list[str], text: str) -> dict[s
     }
     # Empty args say nothing: a structured answer always carries the field.
     settle_tools(out, label, warnings, bool(args))
+    if (description is None or (isinstance(description, str) and not description.strip())) and out["tool"]:
+        # a typed step written without one (the compact plan shape has no description field): the
+        # call it makes says what it does; a model step written as the ``answer`` tool is read later
+        out["description"] = derived_description(out["tool"], out["args"])
     return out
+
+
+def derived_description(tool: str | None, args: Mapping[str, Any]) -> str:
+    """What a typed step does, in the words of its call: ``read_file {"path": "README.md"}``."""
+    if tool == MODEL_STEP_TOOL and isinstance(args.get("task"), str) and args["task"].strip():
+        return args["task"].strip()[:_DESCRIPTION_CHARS]
+    shown = json.dumps(dict(args), ensure_ascii=False, default=str) if args else ""
+    text = f"{tool} {shown}".strip()
+    return text if len(text) <= _DESCRIPTION_CHARS else text[: _DESCRIPTION_CHARS - 1] + "…"
+
+
+def _model_steps_written_as_tools(steps: list[dict[str, Any]], known: Collection[str] | None, warnings: list[str]) -> None:
+    """``{"tool": "answer", "args": {"task": t}}`` read as the model step ``t`` (see ``MODEL_STEP_TOOL``)."""
+    if known is not None and MODEL_STEP_TOOL in known:
+        return
+    for s in steps:
+        if s["tool"] != MODEL_STEP_TOOL:
+            continue
+        task = s["args"].get("task") if isinstance(s["args"], dict) else None
+        if isinstance(task, str) and task.strip():
+            s["description"] = task.strip()[:_DESCRIPTION_CHARS]
+        elif s["description"].startswith(MODEL_STEP_TOOL):
+            s["description"] = "write the answer from the outputs of the steps it depends on"
+        others = {k: v for k, v in s["args"].items() if k != "task"} if isinstance(s["args"], dict) else {}
+        if others:
+            warnings.append(f"step {s['id']!r}: ignored args {sorted(others)} of the {MODEL_STEP_TOOL!r} step (it takes a task)")
+        s["tool"], s["args"], s["tools"] = None, {}, []
+        s["execution_hint"] = "auto"
 
 
 _NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -271,6 +314,7 @@ def apply_rules(
                 text,
             )
         seen.add(s["id"])
+    _model_steps_written_as_tools(steps, known, warnings)
     dropped: set[str] = set()
     if known is not None:
         known_set = set(known)

@@ -45,6 +45,8 @@ from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError
 from soothe_planner.models import PlannerSettings
 from soothe_planner.planner.ladder import Ladder, Outcome, raw_text_of
+from soothe_planner.planner.output_caps import OutputCaps
+from soothe_planner.planner.prompts.profiles import schema_for
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.transport import is_transport_error, transport_retrying
 
@@ -132,6 +134,7 @@ class Caller:
         # ms); the bound runnable is the same for a given model, schema and method, so keep it. The
         # model is held in the value so its id cannot be reused while the entry lives.
         self._bound: dict[tuple[int, type[BaseModel], str], tuple[BaseChatModel, Runnable[Any, Any]]] = {}
+        self.caps = OutputCaps(settings.max_output_tokens_per_call)
 
     def bound(self, model: BaseChatModel, schema: type[BaseModel], method: Method) -> Runnable[Any, Any]:
         """``model.with_structured_output(schema, method=..., include_raw=True)``, built once."""
@@ -209,6 +212,7 @@ class Caller:
         thread_id: str | None = None, iteration: int | None = None,
     ) -> str:
         """A plain-text answer (no schema); transport failures raise ``PlanGenerationError``."""
+        model = self.caps.model_for(model, phase)
         try:
             message = await self.invoke(model, messages, phase=phase, tally=tally, thread_id=thread_id, iteration=iteration)
         except PlannerError:
@@ -241,6 +245,8 @@ class Caller:
         (lenient; raises ``PlanParseError``); ``validate`` returns rule violations (re-asked).
         Raises ``PlanGenerationError`` carrying every attempt.
         """
+        model = self.caps.model_for(model, phase)
+        schema = schema_for(schema, self.settings.prompt_profile)
         ladder = Ladder(
             self, model, schema, list(messages), method=resolve_method(model, self.settings.structured_output_method),
             phase=phase, convert=convert, parse_text=parse_text, validate=validate, tally=tally,

@@ -39,7 +39,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,6 +51,7 @@ from soothe_planner.dag import PlanManager, latest_results, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
+    Capability,
     ContinuationAssessment,
     IntakeRoute,
     LoopState,
@@ -60,11 +61,14 @@ from soothe_planner.models import (
     PlanResult,
     Reflection,
     StatusAssessment,
+    StepAction,
     StepResult,
 )
 from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
 from soothe_planner.planner.calls import Caller, Tally
+from soothe_planner.planner.grounding import ungrounded_facts
 from soothe_planner.planner.prompts import escape_data, phases
+from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
@@ -142,7 +146,11 @@ class LLMPlanner(SyncPlannerMethods):
         controller: ConcurrencyController | None = None,
         plan_manager_factory: PlanManagerFactory | None = None,
     ) -> None:
-        self.settings = settings or PlannerSettings()
+        settings = settings or PlannerSettings()
+        # 'auto' becomes the profile the answering model declares; one profile per planner
+        profile = resolve_profile(settings.prompt_profile, model)
+        self.settings = settings if profile == settings.prompt_profile else settings.model_copy(
+            update={"prompt_profile": profile})
         self.controller = controller or ConcurrencyController()
         # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
         # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
@@ -206,6 +214,10 @@ class LLMPlanner(SyncPlannerMethods):
             return self._done_result(assessment, tally)
         return await self._generate(goal, state, context, assessment, plan_manager, tally)
 
+    def _grounding_required(self) -> bool:
+        flag = self.settings.require_grounded_answer
+        return self.settings.prompt_profile == "compact" if flag is None else flag
+
     def _done_result(self, a: StatusAssessment, tally: Tally) -> PlanResult:
         return PlanResult(
             status="done", plan_action="keep", goal_progress=a.goal_progress, confidence=a.confidence,
@@ -251,6 +263,18 @@ class LLMPlanner(SyncPlannerMethods):
                 summary=f"degraded: the planner could not assess ({len(exc.attempts)} attempts failed)", degraded=True,
             )
         a = outcome.value
+        if a.status == "done" and self._grounding_required():
+            results = pm.step_results() if pm is not None else latest_results(state.step_results)
+            nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
+            step_id, missing = ungrounded_facts(goal, state.current_decision, nodes, results)
+            if missing:
+                self.stats.guard_overrides += 1
+                shown = ", ".join(repr(f) for f in missing[:5])
+                logger.warning("plan-assess: 'done' rests on %s, which no tool returned; 'replan'", shown)
+                a = a.model_copy(update={
+                    "status": "replan", "goal_progress": min(a.goal_progress, 0.5),
+                    "summary": f"[guard: the answer in {step_id} states {shown}, found in no tool output] {a.summary}".strip(),
+                })
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
@@ -350,7 +374,8 @@ class LLMPlanner(SyncPlannerMethods):
         validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
         read, parse = self._readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, _plan_schema(context, max_steps, allow_keep), prompt.messages(), phase=phase,
+            self.model, _plan_schema(context, max_steps, allow_keep, compact=self.settings.prompt_profile == "compact"),
+            prompt.messages(), phase=phase,
             convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
@@ -397,6 +422,7 @@ class LLMPlanner(SyncPlannerMethods):
         names = context.capability_names() or None
         offered = context.available_capabilities or None
         by_name = {c.name: c for c in offered} if offered else None
+        compact = self.settings.prompt_profile == "compact"
 
         def validate(gen: _Generated) -> list[str]:
             if gen.plan_action == "keep":
@@ -408,6 +434,10 @@ class LLMPlanner(SyncPlannerMethods):
                 return ["plan_action 'new' needs at least one step"]
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
+            if compact:
+                unfinished = _ends_in_gathering(gen.decision, by_name)
+                if unfinished:
+                    return [unfinished]
             if pm is not None:
                 # the offered tools' schemas and descriptions, whatever the manager was built with
                 return pm.validate(gen.decision, replace=replace, capabilities=offered)
@@ -513,7 +543,7 @@ class LLMPlanner(SyncPlannerMethods):
                                             max_steps=self.settings.max_plan_steps)
         read, parse = self._readers(context, self.settings.max_plan_steps, pm)
         outcome = await self._caller.structured(
-            self.model, _plan_schema(context, self.settings.max_plan_steps, False), prompt.messages(), phase="revise",
+            self.model, _plan_schema(context, self.settings.max_plan_steps, False, compact=self.settings.prompt_profile == "compact"), prompt.messages(), phase="revise",
             convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
@@ -560,14 +590,38 @@ class LLMPlanner(SyncPlannerMethods):
         })
 
 
-def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool) -> type[GeneratePlan]:
-    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null."""
+def _ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
+    """Why a plan whose every final step only reads is refused (compact profile), or "".
+
+    A final step's output goes nowhere but the evidence; a small model that stops at "search" or
+    "list" never answers, and re-plans the same reading every iteration. The rule asks for what a
+    plan is for: an answer step (a model step) or a step that changes something (a write).
+    """
+    needed = {d for s in decision.steps for d in s.depends_on}
+    finals = [s for s in decision.steps if s.id not in needed]
+
+    def gathers(step: StepAction) -> bool:
+        if not step.tool:
+            return False  # a model step writes the answer; a subagent does the work itself
+        cap = capabilities.get(step.tool) if capabilities else None
+        return cap is not None and cap.read_only
+    if finals and all(gathers(s) for s in finals):
+        ids = ", ".join(f"{s.id} ({s.tool})" for s in finals)
+        return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
+                "them (for a question) or with the write the goal asks for")
+    return ""
+
+
+def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compact: bool = False) -> type[GeneratePlan]:
+    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null
+    (under the compact profile, or the ``answer`` pseudo-tool of a model step)."""
     caps = context.available_capabilities
     return generation_model(
         max_steps,
         allow_keep=allow_keep,
         tools=tuple(c.name for c in caps if c.kind == "tool"),
         subagents=tuple(c.name for c in caps if c.kind != "tool"),
+        compact=compact,
     )
 
 

@@ -15,6 +15,7 @@ from soothe_planner.tools.builtins import (
     SEARCH_TIME_LIMIT_S,
     make_builtin_tools,
     resolve_in_workspace,
+    workspace_files,
 )
 from soothe_planner.tools.schema import tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
@@ -32,4 +33,5 @@ __all__ = [
     "make_builtin_tools",
     "resolve_in_workspace",
     "tool_args_schema",
+    "workspace_files",
 ]

@@ -63,6 +63,7 @@ __all__ = [
     "SEARCH_TIME_LIMIT_S",
     "make_builtin_tools",
     "resolve_in_workspace",
+    "workspace_files",
 ]
 
 MAX_READ_CHARS = 20_000
@@ -296,6 +297,30 @@ def make_builtin_tools(
             func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True
         )
     return tools
+
+
+def workspace_files(root: str | Path, *, limit: int = 120) -> tuple[list[str], int]:
+    """``(the first `limit` file paths below root, how many files there are)``, as list_dir walks them.
+
+    The planner's overview of a workspace (a small model guesses paths it was never shown): the
+    same walk as ``list_dir(".", recursive=True)`` — the same pruned folders, symlinks followed only
+    inside — so a plan is shown exactly the names a step could read. Counting goes on past
+    ``limit`` (names are not kept) so the overview can say how many it left out.
+    """
+    ws = Workspace(root)
+    fd, resolved = ws.open_folder(".")
+    names: list[str] = []
+    total = 0
+    try:
+        for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
+            if _readable_inside(ws, parts, dir_fd):
+                total += 1
+                if len(names) < limit:
+                    names.append("/".join(parts))
+    finally:
+        os.close(fd)
+        os.close(resolved.dir_fd)
+    return names, total
 
 
 def _readable_inside(ws: Workspace, parts: tuple[str, ...], dir_fd: int) -> bool:

@@ -108,7 +108,8 @@ class Prompt:
     human: str
     budget_chars: int
     trimmed: dict[str, int] = field(default_factory=dict)  # section -> characters removed
-    compact: bool = False  # the compact briefing replaced the full system prompt
+    compact: bool = False  # the budget made the compact briefing replace the full system prompt
+    profile: str = "full"  # the prompt profile the system prompt was chosen by
 
     @property
     def chars(self) -> int:
@@ -130,15 +131,22 @@ def build(
     *,
     trimmable: Mapping[str, Keep] | None = None,
     budget_tokens: int,
+    profile: str = "full",
+    system_fields: Mapping[str, str] | None = None,
 ) -> Prompt:
     """Fill the templates ``system`` and ``human``, trimming state sections to fit the budget.
 
     ``fields`` are the values; the fenced ones must already be escaped (``escape_data``; the
     renderers here do it). ``trimmable`` names the fields that may shrink and which end to keep.
+    Under the ``compact`` profile the compact briefing is the system prompt from the start.
     """
     budget = budget_tokens * CHARS_PER_TOKEN
-    sys_text = template(system).substitute()
-    tmpl = template(human)
+    has_compact = f"{system}_compact" in template_names()
+    start_compact = profile == "compact" and has_compact
+    sys_values = {name: clean_text(value) for name, value in (system_fields or {}).items()}
+    sys_text = template(f"{system}_compact" if start_compact else system).substitute(sys_values)
+    # the compact profile may bring its own human turn: fewer sections, in the order a small model reads
+    tmpl = template(f"{human}_compact" if start_compact and f"{human}_compact" in template_names() else human)
     # Clean at the last boundary before the provider: every request encodes the prompt as UTF-8.
     values = {name: clean_text(value) for name, value in fields.items()}
     trimmable = dict(trimmable or {})
@@ -160,11 +168,11 @@ def build(
         trimmable.pop(name)  # each section is cut once, to its headroom; then the next largest
         over = total() - budget
     compact = False
-    if over > 0 and f"{system}_compact" in template_names():
-        sys_text = template(f"{system}_compact").substitute()
+    if over > 0 and has_compact and not start_compact:
+        sys_text = template(f"{system}_compact").substitute(sys_values)
         compact = True
     return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget,
-                  trimmed=trimmed, compact=compact)
+                  trimmed=trimmed, compact=compact, profile=profile)
 
 
 # --------------------------------------------------------------------------- renderers
@@ -200,7 +208,7 @@ def _short(text: str) -> str:
     return text[: CAPABILITY_DESCRIPTION_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def render_capabilities(capabilities: Sequence[Capability]) -> str:
+def render_capabilities(capabilities: Sequence[Capability], *, description_chars: int | None = None) -> str:
     """One line per capability: a tool with its arguments (``read_file(path, start_line?: int)``),
     marked read-only when it changes nothing; a subagent or remote graph by name and kind."""
     if not capabilities:
@@ -208,6 +216,10 @@ def render_capabilities(capabilities: Sequence[Capability]) -> str:
     lines = []
     for c in capabilities:
         about = _short(c.description) or "no description"
+        if description_chars is not None and len(about) > description_chars:
+            # the compact profile: the first clause of what the tool does (a small model copies long text)
+            first = re.split(r" \(|; |\. ", about, maxsplit=1)[0].rstrip(".,;:")
+            about = first if len(first) <= description_chars else first[:description_chars].rsplit(" ", 1)[0] + "…"
         if c.kind == "tool":
             mark = " [read-only]" if c.read_only else ""
             lines.append(f"- {c.name}({signature(c.args_schema)}){mark}: {about}")

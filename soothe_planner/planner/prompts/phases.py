@@ -166,10 +166,32 @@ def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings:
             "previous_assessment": render_assessment(state.previous_assessment),
             "plan": _plan_text(state, pm, compact=True),
             "evidence": render_results(newest, excerpt=ASSESS_EXCERPT),
+            **({"steps": _steps_with_outputs(state, pm, newest)} if settings.prompt_profile == "compact" else {}),
         },
         trimmable={"evidence": "head", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
+
+
+def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Sequence[StepResult]) -> str:
+    """Each new result under what its step did: a small model cannot tell what "8443" answers
+    from the id alone (the compact assessment's one section)."""
+    if not results:
+        return "(no step has run yet)"
+    described: dict[str, str] = {}
+    if pm is not None:
+        described = {n.id: n.description for n in pm.nodes}
+    elif state.current_decision is not None:
+        described = {s.id: s.description for s in state.current_decision.steps}
+    lines = []
+    for r in results:
+        what = described.get(r.step_id, "")
+        body = (r.output if r.success else f"FAILED ({r.error_type or 'error'}): {r.error or r.output}").strip()
+        if len(body) > ASSESS_EXCERPT:
+            body = body[: ASSESS_EXCERPT - 1] + "…"
+        lines.append(f"- {r.step_id} {what}\n  output: {body or '(empty)'}")
+    return escape_data("\n".join(lines))
 
 
 def generate_prompt(
@@ -184,6 +206,7 @@ def generate_prompt(
     instruction: str = "",
 ) -> Prompt:
     fresh = new_results(state, pm)
+    compact = settings.prompt_profile == "compact"
     return build(
         "plan-generate",
         "generate_system",
@@ -202,10 +225,70 @@ def generate_prompt(
             "capabilities": render_capabilities(context.available_capabilities),
             "max_steps": str(max_steps),
             "instruction": instruction,
+            **(_compact_fields(state, context, pm, fresh) if compact else {}),
         },
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
+        system_fields=compact_system_fields(context),
     )
+
+
+OVERVIEW_FILES = 120
+"""At most this many workspace paths in the compact planning prompt (the count of the rest is said)."""
+OVERVIEW_CHARS = 2_400
+COMPACT_TOOL_CHARS = 70
+_EXAMPLE_TOOLS = frozenset({"read_file", "search_text", "write_file"})
+
+
+def files_overview(workspace: str | None) -> str:
+    """The workspace's files as one line, bounded; what a plan's paths should be taken from."""
+    if not workspace:
+        return "(no workspace)"
+    from soothe_planner.tools import workspace_files  # a filesystem walk, only where it is shown
+
+    try:
+        names, total = workspace_files(workspace, limit=OVERVIEW_FILES)
+    except Exception as exc:  # an overview is a help, never a reason for planning to fail
+        return f"(not listed: {type(exc).__name__})"
+    if not names:
+        return "(the workspace is empty)"
+    text = ", ".join(names)
+    if len(text) > OVERVIEW_CHARS:
+        text = text[:OVERVIEW_CHARS].rsplit(", ", 1)[0]
+        total_shown = text.count(", ") + 1
+    else:
+        total_shown = len(names)
+    more = f", ... ({total - total_shown} more; list_dir shows them)" if total > total_shown else ""
+    return escape_data(text + more)
+
+
+def _compact_fields(
+    state: LoopState, context: PlanContext, pm: PlanManager | None, fresh: Sequence[StepResult]
+) -> dict[str, str]:
+    """The compact human turn's own fields: the examples its tools allow, the files, the progress."""
+    progress = ""
+    plan = _plan_text(state, pm, compact=False, shown_elsewhere={r.step_id for r in fresh})
+    if plan != "(no plan yet)":
+        progress += f"\nSteps so far (id [status] what it did):\n<plan>\n{plan}\n</plan>\n"
+    failed = _failed_text(state, pm)
+    if failed and failed != "(none)":
+        progress += f"Failed steps (plan them again differently, or another way):\n{failed}\n"
+    if fresh:
+        progress += f"Results:\n<evidence>\n{render_results(fresh, excerpt=GENERATE_EXCERPT)}\n</evidence>\n"
+    return {"files": files_overview(context.workspace), "progress": progress}
+
+
+def compact_system_fields(context: PlanContext) -> dict[str, str]:
+    """The compact plan briefing's fields: the tools, and the examples when the tools they use are offered.
+
+    Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares.
+    """
+    tools = {c.name for c in context.available_capabilities if c.kind == "tool"}
+    return {
+        "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
+        "examples": template("generate_examples_compact").template if tools >= _EXAMPLE_TOOLS else "",
+    }
 
 
 def keep_without_plan_note() -> str:
@@ -233,6 +316,8 @@ def revise_prompt(
         },
         trimmable={"plan": "head", "reflection": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
+        system_fields=compact_system_fields(context),
     )
 
 
@@ -250,6 +335,7 @@ def reflect_prompt(goal: str, plan: Plan, results: Sequence[StepResult], setting
         },
         trimmable={"plan": "head", "evidence": "head"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -262,6 +348,7 @@ def continuation_prompt(goal: str, prior_goals: Sequence[str], settings: Planner
         {"goal": escape_data(goal), "prior_goals": escape_data(prior)},
         trimmable={"prior_goals": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -274,6 +361,7 @@ def intake_prompt(goal: str, context: PlanContext, settings: PlannerSettings) ->
         {"goal": escape_data(goal), "conversation": _conversation(None, context), "capabilities": caps},
         trimmable={"conversation": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )
 
 
@@ -289,4 +377,5 @@ def answer_prompt(goal: str, context: PlanContext, evidence: str, settings: Plan
         },
         trimmable={"evidence": "head", "conversation": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
     )

@@ -139,7 +139,7 @@ def handwritten() -> list[dict[str, Any]]:
         case("same_plan_twice", h, f"{S2_JSON}\nAgain: {S2_JSON}", ok(S2)),
         case("no_description", h, '[{"id": "s1", "tools": ["search"]}]', err("has no description")),
         case("blank_description", h, '[{"id": "s1", "description": "  "}]', err("has no description")),
-        case("name_is_not_read", h, '[{"name": "Search", "tool": "search"}]', err("has no description")),
+        case("name_is_not_read", h, '[{"name": "Search", "tools": ["search"]}]', err("has no description")),
         case(
             "step_number_is_id",
             h,

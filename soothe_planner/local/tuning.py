@@ -1,0 +1,70 @@
+"""Which settings does the embedded model's server run with, and why these?
+
+Every number below was chosen by ``python -m bench local`` (``bench/RESULTS.md``, "local"), on a
+2-core machine, for Qwen2.5-Coder-0.5B Q4_K_M on llama-cpp-python's server:
+
+- ``logits_all``: the stock server keeps the logits of *every* prompt token (152k floats each) for
+  ``logprobs``, which the planner never asks for. Computing and copying them is paid on every
+  prompt token; off, only the last token's logits are made.
+- ``n_batch`` / ``n_ubatch``: how many prompt tokens one decode takes.
+- ``prompt_cache_mib``: llama-cpp-python keeps one KV state — the previous request's — and reuses
+  its longest common prefix with the next prompt. The loop interleaves kinds of call (assess,
+  generate, a model step, assess, ...), each with its own system prompt, so that one state
+  almost never matches. The server's RAM cache keeps the state after each request, keyed by its
+  tokens, and restores the one with the longest common prefix: each kind of call finds its own
+  system prompt, schema and goal already evaluated. The size bounds the KV states kept (the
+  launcher keeps the cache from also copying the logits buffer into every entry: see
+  ``launcher.py``).
+- ``n_ctx``: the planner's prompt budget (6000 tokens by default, 1500–2500 in practice here)
+  plus the longest answer; a larger context costs memory, not time, for a model this small.
+
+``ServerTuning.stock()`` is the server as this package ran it before these measurements, kept
+so the benchmark can measure before and after in one run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["ServerTuning"]
+
+
+@dataclass(frozen=True)
+class ServerTuning:
+    """The llama-cpp-python server's settings for the embedded model (threads come separately)."""
+
+    n_ctx: int = 4096
+    n_batch: int = 512
+    n_ubatch: int = 512
+    logits_all: bool = False
+    prompt_cache_mib: int = 256
+    """0 turns the RAM prompt cache off (only the previous request's prefix is reused)."""
+
+    def __post_init__(self) -> None:
+        for name in ("n_ctx", "n_batch", "n_ubatch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"ServerTuning.{name} must be >= 1, got {getattr(self, name)}")
+        if self.n_ubatch > self.n_batch:
+            raise ValueError(f"ServerTuning.n_ubatch ({self.n_ubatch}) must be <= n_batch ({self.n_batch})")
+        if self.prompt_cache_mib < 0:
+            raise ValueError(f"ServerTuning.prompt_cache_mib must be >= 0 (0 turns it off), got {self.prompt_cache_mib}")
+
+    @classmethod
+    def stock(cls) -> ServerTuning:
+        """The settings before tuning: the server's defaults, a 4096-token context."""
+        return cls(n_ctx=4096, n_batch=512, n_ubatch=512, logits_all=True, prompt_cache_mib=0)
+
+    def with_(self, **changes: object) -> ServerTuning:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def flags(self) -> list[str]:
+        """The server's command-line flags for these settings."""
+        out = [
+            "--n_ctx", str(self.n_ctx),
+            "--n_batch", str(self.n_batch),
+            "--n_ubatch", str(self.n_ubatch),
+            "--logits_all", str(self.logits_all),
+        ]  # fmt: skip
+        if self.prompt_cache_mib:
+            out += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_mib << 20)]
+        return out

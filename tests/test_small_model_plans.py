@@ -1,0 +1,257 @@
+"""The compact plan shape a small model fills: a tool and its args per step, model steps as ``answer``.
+
+On a scripted model, through the real call path: the schema the compact profile sends, how its
+answers are read (descriptions derived from the call, the ``answer`` pseudo-tool as a model step, a
+real tool of that name left alone), the workspace overview the prompt carries, and a run whose plan
+ends in its answer step taking that step's output as the final answer without a synthesis call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from planner_support import FAST
+
+from soothe_planner.dag import PlanManager
+from soothe_planner.errors import PlanParseError
+from soothe_planner.execution import StepExecutor
+from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
+from soothe_planner.models import AgentDecision, LoopState, PlanContext, StepAction, StepResult
+from soothe_planner.parsing import parse_decision
+from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner.grounding import answer_facts, ungrounded_facts
+from soothe_planner.planner.prompts.phases import OVERVIEW_FILES, files_overview
+from soothe_planner.testing import ScriptedChatModel
+from soothe_planner.tools import make_builtin_tools, workspace_files
+from soothe_planner.wire import generation_model
+
+COMPACT = FAST.model_copy(update={"prompt_profile": "compact", "structured_output_method": "function_calling"})
+GOAL = "Which port does config/server.toml configure?"
+
+
+def _workspace(tmp_path: Path) -> Path:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "server.toml").write_text("[server]\nport = 8443\n")
+    (tmp_path / "README.md").write_text("# demo\n")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: main\n")
+    return tmp_path
+
+
+def _context(ws: Path) -> tuple[PlanContext, StepExecutor]:
+    executor = StepExecutor(tools=list(make_builtin_tools(ws).values()))
+    return offered_context(executor, PlanContext(thread_id="t1", workspace=str(ws))), executor
+
+
+def _step(sid: str, tool: str, args: dict[str, Any], *deps: str) -> dict[str, Any]:
+    return {"id": sid, "tool": tool, "args": args, "depends_on": list(deps)}
+
+
+READ_THEN_ANSWER = {"steps": [
+    _step("s1", "read_file", {"path": "config/server.toml"}),
+    _step("s2", "answer", {"task": "give the port number only"}, "s1"),
+]}
+
+
+async def test_the_compact_plan_is_read_into_a_typed_step_and_a_model_step(tmp_path: Path) -> None:
+    ctx, _ = _context(_workspace(tmp_path))
+    model = ScriptedChatModel(responses=[READ_THEN_ANSWER])
+    planner = LLMPlanner(model, settings=COMPACT)
+    pm = PlanManager(GOAL, capabilities=ctx.available_capabilities)
+    result = await planner.plan(GOAL, LoopState(goal=GOAL, thread_id="t1"), ctx, plan_manager=pm)
+    assert result.decision is not None and result.warnings == []
+    s1, s2 = result.decision.steps
+    assert (s1.tool, s1.args, s1.description) == ("read_file", {"path": "config/server.toml"},
+                                                  'read_file {"path": "config/server.toml"}')
+    assert (s2.tool, s2.args, s2.execution_hint, s2.description) == (None, {}, "auto", "give the port number only")
+    pm.ingest(result, 0)  # the derived descriptions pass the plan validator
+    (call,) = model.calls
+    assert call.schema_name == "GeneratePlan" and call.method == "function_calling"
+    # the prompt shows the files a path may name, and never what is pruned from every walk
+    assert "Files: README.md, config/server.toml" in call.prompt_text and ".git" not in call.prompt_text
+    assert "- answer(task):" in call.prompt_text
+
+
+def test_the_compact_schema_asks_for_a_tool_and_its_args_per_step_and_nothing_else() -> None:
+    schema = generation_model(5, tools=("read_file", "write_file"), compact=True).model_json_schema()
+    step = next(iter(schema["$defs"].values()))
+    assert set(schema["properties"]) == {"steps"} and schema["properties"]["steps"]["maxItems"] == 5
+    assert set(step["properties"]) == set(step["required"]) == {"id", "tool", "args", "depends_on"}
+    assert step["properties"]["tool"]["enum"] == ["read_file", "write_file", "answer"]
+    # a real tool called answer is offered once, as itself
+    again = generation_model(5, tools=("answer",), compact=True).model_json_schema()
+    tool = next(iter(again["$defs"].values()))["properties"]["tool"]
+    assert tool.get("enum", [tool.get("const")]) == ["answer"]
+
+
+def test_a_real_tool_named_answer_keeps_its_name_and_args() -> None:
+    text = '{"steps": [{"id": "s1", "tool": "answer", "args": {"task": "x", "to": "desk"}, "depends_on": []}]}'
+    real = parse_decision(text, known_capabilities={"answer"})
+    assert (real.decision.steps[0].tool, real.decision.steps[0].args) == ("answer", {"task": "x", "to": "desk"})
+    pseudo = parse_decision(text, known_capabilities={"read_file"})
+    step = pseudo.decision.steps[0]
+    assert (step.tool, step.args, step.description) == (None, {}, "x")
+    assert any("ignored args ['to']" in w for w in pseudo.warnings)
+
+
+def test_a_step_with_neither_a_description_nor_a_tool_is_still_refused() -> None:
+    with pytest.raises(PlanParseError, match="has no description"):
+        parse_decision('{"steps": [{"id": "s1", "args": {"path": "a"}, "depends_on": []}]}')
+
+
+def test_the_overview_is_bounded_and_says_how_many_files_it_left_out(tmp_path: Path) -> None:
+    for i in range(OVERVIEW_FILES + 7):
+        (tmp_path / f"f{i:03d}.txt").write_text("x")
+    names, total = workspace_files(tmp_path, limit=5)
+    assert names == [f"f{i:03d}.txt" for i in range(5)] and total == OVERVIEW_FILES + 7
+    text = files_overview(str(tmp_path))
+    assert text.startswith("f000.txt, f001.txt") and text.endswith("(7 more; list_dir shows them)")
+    assert files_overview(None) == "(no workspace)"
+    assert files_overview(str(tmp_path / "missing")).startswith("(not listed:")
+
+
+def test_the_overview_fences_file_names_as_data(tmp_path: Path) -> None:
+    (tmp_path / "<goal> do this.md").write_text("x")
+    assert "<goal>" not in files_overview(str(tmp_path))
+
+
+async def test_a_run_ending_in_its_answer_step_answers_with_that_output_and_no_synthesis(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    ctx, executor = _context(ws)
+    replies: list[Any] = [
+        READ_THEN_ANSWER,  # plan: read, then answer (iteration 0 is not assessed: nothing to judge)
+        "8443",            # the model step s2
+        {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "s2 says 8443"},
+    ]
+    model = ScriptedChatModel(responses=replies)
+    planner = LLMPlanner(model, settings=COMPACT)
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(planner, executor, context=ctx, synthesize=True, intake=False)
+    out = await graph.ainvoke(goal_input(GOAL, thread_id="t1"), run_config("t1"))
+    assert out["status"] == "done" and out["final_answer"] == "8443"
+    assert model.remaining == 0  # no synthesis call: the plan's own answer step made the answer
+    assert sorted(os.listdir(ws)) == [".git", "README.md", "config"]  # nothing was written
+
+
+async def test_a_compact_plan_that_only_reads_is_re_asked_for_its_answer_step(tmp_path: Path) -> None:
+    ctx, _ = _context(_workspace(tmp_path))
+    only_reads = {"steps": [_step("s1", "search_text", {"pattern": "port", "path": "."})]}
+    model = ScriptedChatModel(responses=[only_reads, READ_THEN_ANSWER])
+    planner = LLMPlanner(model, settings=COMPACT)
+    result = await planner.plan(GOAL, LoopState(goal=GOAL, thread_id="t1"), ctx)
+    assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1", "s2"]
+    reask = model.calls[1].last_text
+    assert "the plan ends with s1 (search_text), which only read" in reask
+    # the full profile gathers evidence for the synthesis and may stop at reading
+    full = LLMPlanner(ScriptedChatModel(responses=[{**only_reads, "plan_action": "new"}]), settings=FAST)
+    kept = await full.plan(GOAL, LoopState(goal=GOAL, thread_id="t1"), ctx)
+    assert kept.decision is not None and len(kept.decision.steps) == 1
+
+
+def test_a_repeated_call_is_the_finished_step_and_its_dependents_wait_on_that() -> None:
+    from soothe_planner.errors import PlanValidationError
+
+    pm = PlanManager(GOAL)
+    listing = StepAction(id="s1", description="list", tool="list_dir", args={"path": ".", "recursive": True})
+    pm.ingest(AgentDecision(steps=[listing]), 0)
+    pm.mark_started("s1")
+    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="a.py\nb.py")])
+    again = AgentDecision(steps=[
+        listing.model_copy(update={"id": "s7", "args": {"recursive": True, "path": "."}}),  # same call, other id
+        StepAction(id="s8", description="count the .py files in {{s7.output}}", depends_on=["s7"]),
+    ])
+    report = pm.ingest(again, 1)
+    assert report.reused == {"s7": "s1"} and report.added == ["s8"]
+    s8 = pm.node("s8")
+    assert s8.depends_on == ["s1"] and "{{s1.output}}" in s8.description and pm.is_ready("s8")
+    # a plan made only of repeats adds nothing: refused, saying which finished steps they repeat
+    with pytest.raises(PlanValidationError, match=r"every step repeats a finished one: s1 \(= finished step s1\)"):
+        pm.ingest(AgentDecision(steps=[listing]), 2)
+
+
+# --------------------------------------------------------------------------- honest "done" on a small model
+
+
+def _ran(*steps: tuple[str, str | None, str, list[str]]) -> tuple[AgentDecision, list[StepAction], list[StepResult]]:
+    acts = [StepAction(id=sid, description=f"step {sid}", tool=tool, depends_on=deps,
+                       args={"path": "x"} if tool else {}) for sid, tool, _, deps in steps]
+    results = [StepResult(step_id=sid, success=True, output=out) for sid, _, out, _ in steps]
+    return AgentDecision(steps=acts), acts, results
+
+
+def test_facts_are_the_tokens_a_model_cannot_paraphrase() -> None:
+    text = "Port 8443 in config/server.toml; mail priya@x.example, see https://a.example/api/x. Version 2.3.1."
+    assert answer_facts(text) == ["8443", "config/server.toml", "priya@x.example", "https://a.example/api/x", "2.3.1"]
+    assert answer_facts("The Notes class stores notes.") == []
+
+
+def test_an_answer_copied_from_a_tool_output_is_grounded_and_a_computed_one_is_not() -> None:
+    decision, acts, results = _ran(("s1", "read_file", "[server]\nport = 8443\n", []), ("s2", None, "8443", ["s1"]))
+    assert ungrounded_facts("Which port?", decision, acts, results) == ("s2", [])
+    decision, acts, results = _ran(("s1", "list_dir", "a.py\nb.py\nc.md", []), ("s2", None, "There are 10 files.", ["s1"]))
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", ["10"])
+    # a number the goal itself gives is grounded; a model step's own output is never a source
+    decision, acts, results = _ran(("s1", None, "2031", []), ("s2", None, "It is 2031.", ["s1"]))
+    assert ungrounded_facts("What happens in 2031?", decision, acts, results) == ("s2", [])
+    assert ungrounded_facts("What happens?", decision, acts, results) == ("s2", ["2031"])
+
+
+def test_the_content_a_final_write_was_fed_is_the_answer_checked() -> None:
+    decision, acts, results = _ran(("s1", "read_file", "## 2.3.1\n## 2.3.0", []), ("s2", None, "2.4.0", ["s1"]),
+                                   ("s3", "write_file", "wrote 5 bytes", ["s2"]))
+    assert ungrounded_facts("Write the latest version to VERSION", decision, acts, results) == ("s2", ["2.4.0"])
+
+
+async def test_a_done_resting_on_a_made_up_fact_is_turned_into_replan() -> None:
+    decision, _acts, results = _ran(("s1", "list_dir", "a.py\nb.py", []), ("s2", None, "10", ["s1"]))
+    state = LoopState(goal="How many Python files?", thread_id="t1", iteration=1, current_decision=decision,
+                      step_results=results)
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "counted"}
+    planner = LLMPlanner(ScriptedChatModel(responses=[done, done]), settings=COMPACT)
+    got = await planner.assess_status("How many Python files?", state, PlanContext())
+    assert got.status == "replan" and "states '10', found in no tool output" in got.summary
+    # the full profile trusts its (larger) assessing model unless told otherwise
+    full = LLMPlanner(ScriptedChatModel(responses=[done]), settings=FAST)
+    assert (await full.assess_status("How many Python files?", state, PlanContext())).status == "done"
+
+
+async def test_the_compact_assessment_shows_each_output_under_what_its_step_did() -> None:
+    decision, _acts, results = _ran(("s1", "read_file", "port = 8443", []), ("s2", None, "8443", ["s1"]))
+    state = LoopState(goal="Which port?", thread_id="t1", iteration=1, current_decision=decision, step_results=results)
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "8443"}
+    model = ScriptedChatModel(responses=[done])
+    assert (await LLMPlanner(model, settings=COMPACT).assess_status("Which port?", state, PlanContext())).status == "done"
+    shown = model.calls[0].last_text
+    assert "- s2 step s2\n  output: 8443" in shown and "- s1 step s1\n  output: port = 8443" in shown
+
+
+async def test_a_model_step_that_finds_no_answer_in_its_data_fails_as_missing_data() -> None:
+    model = ScriptedChatModel(responses=["MISSING: the changelog was not in the data"])
+    executor = StepExecutor(agent_model=model)
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="give the latest version")]), 0)
+    (result,) = await executor.run(pm)
+    assert not result.success and result.error_type == "missing_data" and "changelog" in (result.error or "")
+    assert pm.node("s1").status == "failed"
+
+
+async def test_a_model_step_reads_what_its_dependencies_read_nearest_first() -> None:
+    """read → search (found nothing) → answer: the answer still sees the file."""
+    model = ScriptedChatModel(responses=["2.3.1"])
+    executor = StepExecutor(agent_model=model)
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[
+        StepAction(id="s1", description="read the changelog"),
+        StepAction(id="s2", description="search it", depends_on=["s1"]),
+        StepAction(id="s3", description="give the latest version only", depends_on=["s2"]),
+    ]), 0)
+    for sid, out in (("s1", "## 2.3.1 (2026-10-02)"), ("s2", "no matches for 'latest'")):
+        pm.mark_started(sid)
+        pm.record_step_outcomes([StepResult(step_id=sid, success=True, output=out)])
+    (result,) = await executor.run(pm)
+    assert result.success and result.output == "2.3.1"
+    shown = model.calls[0].last_text
+    assert shown.index("no matches for 'latest'") < shown.index("## 2.3.1 (2026-10-02)")
