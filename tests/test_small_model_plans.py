@@ -255,3 +255,26 @@ async def test_a_model_step_reads_what_its_dependencies_read_nearest_first() -> 
     assert result.success and result.output == "2.3.1"
     shown = model.calls[0].last_text
     assert shown.index("no matches for 'latest'") < shown.index("## 2.3.1 (2026-10-02)")
+
+
+async def test_a_compact_plan_may_write_only_where_the_goal_says(tmp_path: Path) -> None:
+    """Regression: a small model answered "which file defines parse_invoice?" by writing its answer
+    over src/ledgerline/cli.py, the file it had searched."""
+    ctx, _ = _context(_workspace(tmp_path))
+    over_source = {"steps": [
+        _step("s1", "search_text", {"pattern": "port", "path": "."}),
+        _step("s2", "answer", {"task": "give the port"}, "s1"),
+        _step("s3", "write_file", {"path": "config/server.toml", "content": "{{s2.output}}"}, "s2"),
+    ]}
+    model = ScriptedChatModel(responses=[over_source, READ_THEN_ANSWER])
+    result = await LLMPlanner(model, settings=COMPACT).plan(GOAL.replace("config/server.toml", "the config"),
+                                                             LoopState(goal=GOAL, thread_id="t1"), ctx)
+    assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1", "s2"]
+    assert "step s3 writes 'config/server.toml', which the goal does not name" in model.calls[1].last_text
+    # a goal that names the file gets its write
+    named = "Write the port of config/server.toml into PORT.txt"
+    writes = {"steps": [*READ_THEN_ANSWER["steps"],
+                        _step("s3", "write_file", {"path": "PORT.txt", "content": "{{s2.output}}"}, "s2")]}
+    ok = await LLMPlanner(ScriptedChatModel(responses=[writes]), settings=COMPACT).plan(
+        named, LoopState(goal=named, thread_id="t1"), ctx)
+    assert ok.decision is not None and ok.decision.steps[-1].args["path"] == "PORT.txt"

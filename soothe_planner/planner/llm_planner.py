@@ -435,9 +435,10 @@ class LLMPlanner(SyncPlannerMethods):
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if compact:
-                unfinished = _ends_in_gathering(gen.decision, by_name)
-                if unfinished:
-                    return [unfinished]
+                problems = [p for p in (_ends_in_gathering(gen.decision, by_name),
+                                        *_writes_not_asked_for(goal, gen.decision, by_name)) if p]
+                if problems:
+                    return problems
             if pm is not None:
                 # the offered tools' schemas and descriptions, whatever the manager was built with
                 return pm.validate(gen.decision, replace=replace, capabilities=offered)
@@ -610,6 +611,23 @@ def _ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capab
         return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
                 "them (for a question) or with the write the goal asks for")
     return ""
+
+
+def _writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
+    """Writes to a path the goal does not name (compact profile).
+
+    A small model answering a question has written its answer over a source file it had just read.
+    Under the compact profile a step that changes something may only write where the goal says:
+    its ``path`` must appear in the goal's text. A goal that names no file gets no write at all.
+    """
+    problems = []
+    for s in decision.steps:
+        cap = capabilities.get(s.tool) if capabilities and s.tool else None
+        path = s.args.get("path") if cap is not None and not cap.read_only else None
+        if isinstance(path, str) and path.strip() and path.strip().lstrip("./") not in goal:
+            problems.append(f"step {s.id} writes {path!r}, which the goal does not name: write only the files "
+                            "the goal asks for (a question is answered by an answer step, not a file)")
+    return problems
 
 
 def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compact: bool = False) -> type[GeneratePlan]:
