@@ -33,7 +33,14 @@ from pydantic import ValidationError
 
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
-from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext, StatusAssessment, StepResult, clean_text
+from soothe_planner.models import (
+    AgentDecision,
+    FailurePolicy,
+    PlanContext,
+    StatusAssessment,
+    StepResult,
+    clean_text,
+)
 from soothe_planner.planner import counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
