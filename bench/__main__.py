@@ -16,6 +16,7 @@ BENCHMARKS = {
     "scale": "framework overhead per iteration; PlanManager ingest + ready walk at 1k/10k/100k steps",
     "breaker": "the global LLM-call limiter: peak in flight and utilisation at 1, 4, 16",
     "worfbench": "plan quality on WorFBench gold graphs (embedded or configured model)",
+    "goals": "real goals on a workspace, scored by checks: ours vs ReAct vs plan-and-execute",
 }
 
 
