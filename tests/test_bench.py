@@ -102,3 +102,21 @@ def test_compaction_keeps_new_entries_whole_and_older_ones_as_an_excerpt() -> No
     old, new = "x" * 500, "y" * 500
     shown = _compacted([old, new], 1)
     assert shown[1] == new and len(shown[0]) == EXCERPT and shown[0].endswith("…")
+
+
+def test_every_benchmark_module_is_reachable_from_the_entry_point() -> None:
+    """``python -m bench <name>`` runs ``bench/<name>.py``: a module with a ``main`` must be listed."""
+    import ast
+    from pathlib import Path
+
+    from bench.__main__ import BENCHMARKS
+
+    folder = Path(__file__).resolve().parents[1] / "bench"
+    with_main = {
+        p.stem for p in folder.glob("*.py")
+        if not p.stem.startswith("_")
+        and any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body)
+    }
+    tools = {"results_md"}  # python -m bench.results_md: checks RESULTS.md, measures nothing
+    assert with_main - set(BENCHMARKS) - tools == set(), "a benchmark module the entry point does not list"
+    assert set(BENCHMARKS) <= with_main
