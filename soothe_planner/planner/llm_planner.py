@@ -39,7 +39,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -51,7 +51,6 @@ from soothe_planner.dag import PlanManager, latest_results, validate_steps
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
-    Capability,
     ContinuationAssessment,
     IntakeRoute,
     LoopState,
@@ -61,12 +60,12 @@ from soothe_planner.models import (
     PlanResult,
     Reflection,
     StatusAssessment,
-    StepAction,
     StepResult,
 )
 from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
 from soothe_planner.planner.calls import Caller, Tally
 from soothe_planner.planner.grounding import ungrounded_facts
+from soothe_planner.planner.plan_rules import ends_in_gathering, writes_not_asked_for
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
@@ -435,8 +434,8 @@ class LLMPlanner(SyncPlannerMethods):
             if len(gen.decision.steps) > max_steps:
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if compact:
-                problems = [p for p in (_ends_in_gathering(gen.decision, by_name),
-                                        *_writes_not_asked_for(goal, gen.decision, by_name)) if p]
+                problems = [p for p in (ends_in_gathering(gen.decision, by_name),
+                                        *writes_not_asked_for(goal, gen.decision, by_name)) if p]
                 if problems:
                     return problems
             if pm is not None:
@@ -589,45 +588,6 @@ class LLMPlanner(SyncPlannerMethods):
             "should_revise": judged.should_revise,
             "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
         })
-
-
-def _ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
-    """Why a plan whose every final step only reads is refused (compact profile), or "".
-
-    A final step's output goes nowhere but the evidence; a small model that stops at "search" or
-    "list" never answers, and re-plans the same reading every iteration. The rule asks for what a
-    plan is for: an answer step (a model step) or a step that changes something (a write).
-    """
-    needed = {d for s in decision.steps for d in s.depends_on}
-    finals = [s for s in decision.steps if s.id not in needed]
-
-    def gathers(step: StepAction) -> bool:
-        if not step.tool:
-            return False  # a model step writes the answer; a subagent does the work itself
-        cap = capabilities.get(step.tool) if capabilities else None
-        return cap is not None and cap.read_only
-    if finals and all(gathers(s) for s in finals):
-        ids = ", ".join(f"{s.id} ({s.tool})" for s in finals)
-        return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
-                "them (for a question) or with the write the goal asks for")
-    return ""
-
-
-def _writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
-    """Writes to a path the goal does not name (compact profile).
-
-    A small model answering a question has written its answer over a source file it had just read.
-    Under the compact profile a step that changes something may only write where the goal says:
-    its ``path`` must appear in the goal's text. A goal that names no file gets no write at all.
-    """
-    problems = []
-    for s in decision.steps:
-        cap = capabilities.get(s.tool) if capabilities and s.tool else None
-        path = s.args.get("path") if cap is not None and not cap.read_only else None
-        if isinstance(path, str) and path.strip() and path.strip().lstrip("./") not in goal:
-            problems.append(f"step {s.id} writes {path!r}, which the goal does not name: write only the files "
-                            "the goal asks for (a question is answered by an answer step, not a file)")
-    return problems
 
 
 def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compact: bool = False) -> type[GeneratePlan]:

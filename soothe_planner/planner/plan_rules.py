@@ -1,0 +1,55 @@
+"""What a small model's plan must hold beyond the DAG's own rules (the compact prompt profile).
+
+The DAG validator (``dag/``) judges any plan: ids, dependencies, references, arguments. These two
+rules judge what a plan is *for*, and apply only under the compact profile, where the planner is
+a small model that was seen to break them on real goals: a plan that only reads, re-planned every
+iteration without ever answering; and a question answered by writing over the file just read.
+Each returns the re-ask's words, so the model is told exactly what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from soothe_planner.models import AgentDecision, Capability, StepAction
+
+__all__ = ["ends_in_gathering", "writes_not_asked_for"]
+
+
+def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
+    """Why a plan whose every final step only reads is refused (compact profile), or "".
+
+    A final step's output goes nowhere but the evidence; a small model that stops at "search" or
+    "list" never answers, and re-plans the same reading every iteration. The rule asks for what a
+    plan is for: an answer step (a model step) or a step that changes something (a write).
+    """
+    needed = {d for s in decision.steps for d in s.depends_on}
+    finals = [s for s in decision.steps if s.id not in needed]
+
+    def gathers(step: StepAction) -> bool:
+        if not step.tool:
+            return False  # a model step writes the answer; a subagent does the work itself
+        cap = capabilities.get(step.tool) if capabilities else None
+        return cap is not None and cap.read_only
+    if finals and all(gathers(s) for s in finals):
+        ids = ", ".join(f"{s.id} ({s.tool})" for s in finals)
+        return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
+                "them (for a question) or with the write the goal asks for")
+    return ""
+
+
+def writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
+    """Writes to a path the goal does not name (compact profile).
+
+    A small model answering a question has written its answer over a source file it had just read.
+    Under the compact profile a step that changes something may only write where the goal says:
+    its ``path`` must appear in the goal's text. A goal that names no file gets no write at all.
+    """
+    problems = []
+    for s in decision.steps:
+        cap = capabilities.get(s.tool) if capabilities and s.tool else None
+        path = s.args.get("path") if cap is not None and not cap.read_only else None
+        if isinstance(path, str) and path.strip() and path.strip().lstrip("./") not in goal:
+            problems.append(f"step {s.id} writes {path!r}, which the goal does not name: write only the files "
+                            "the goal asks for (a question is answered by an answer step, not a file)")
+    return problems
