@@ -92,7 +92,7 @@ def test_symlink_pointing_outside_is_refused_for_read_and_write(workspace: Path)
 def test_search_skips_symlinked_files_that_point_outside(workspace: Path) -> None:
     (workspace / "link.txt").symlink_to(workspace.parent / "secret.txt")
     out = make_builtin_tools(workspace)["search_text"].invoke({"pattern": "outside the workspace"})
-    assert out == "no matches for 'outside the workspace' (matched as exact text; one word finds more)"
+    assert out == "no matches for 'outside the workspace'"
 
 
 def test_symlink_inside_the_workspace_is_allowed(workspace: Path) -> None:

@@ -254,9 +254,7 @@ def make_builtin_tools(
                         hits.append(f"{rel}:{number}: {line.strip()[:200]}")
             if more:
                 break
-        # a phrase is matched as one exact text: say so, the next search (by a model) is a word
-        hint = " (matched as exact text; one word finds more)" if not regex and " " in pattern.strip() else ""
-        lines = hits or [f"no matches for {pattern!r}{hint}"]
+        lines = hits or [f"no matches for {pattern!r}"]
         if more:
             lines.append(f"... (stopped at {MAX_SEARCH_HITS} matches)")
         if skipped:
