@@ -68,7 +68,7 @@ def test_without_a_config_file_the_shipped_one_is_read_with_paths_in_the_current
     config = find_config(None)
     assert config.execution.workspace == tmp_path.resolve()
     assert config.checkpoint.path == (tmp_path / ".soothe" / "checkpoints.sqlite").resolve()
-    assert config.models.default == "local"
+    assert config.models.default == "local:1.5b"
 
 
 def _without_paths(data: dict[str, Any]) -> dict[str, Any]:
