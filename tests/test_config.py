@@ -56,7 +56,7 @@ def test_every_example_config_loads_without_keys(name: str) -> None:
 
 def test_default_config_runs_on_the_embedded_model_with_function_calling() -> None:
     config = load_config(ROOT / "config" / "default.yaml")
-    assert config.models.default == "local"
+    assert config.models.default == "local:1.5b"
     assert config.planner.structured_output_method == "function_calling"
     assert config.checkpoint.path == ROOT / ".soothe" / "checkpoints.sqlite"
 
