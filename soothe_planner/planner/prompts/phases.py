@@ -273,8 +273,7 @@ def _compact_fields(
         progress += f"\nSteps so far (id [status] what it did):\n<plan>\n{plan}\n</plan>\n"
     failed = _failed_text(state, pm)
     if failed and failed != "(none)":
-        progress += ("Failed steps: their data did not do it, so get other data (read the file, or search "
-                     f"another single word) and do not depend on what failed:\n{failed}\n")
+        progress += f"Failed steps (plan them again differently, or another way):\n{failed}\n"
     if fresh:
         progress += f"Results:\n<evidence>\n{render_results(fresh, excerpt=GENERATE_EXCERPT)}\n</evidence>\n"
     return {"files": files_overview(context.workspace), "progress": progress}
