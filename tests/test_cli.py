@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import scripted_config
 
 from soothe_planner.cli import EXIT_DONE, EXIT_FAILED, EXIT_PAUSED, EXIT_USAGE, main
 
@@ -46,19 +47,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
-def _setup(tmp_path: Path, script: dict[str, Any], **sections: Any) -> Path:
-    (tmp_path / "script.json").write_text(json.dumps(script))
-    config: dict[str, Any] = {
-        "models": {"default": "scripted:script.json"},
-        "planner": {"max_iterations": 3, "transport_backoff_s": 0, "retries": 1},
-        "execution": {"workspace": str(WORKSPACE)},
-        "checkpoint": {"backend": "sqlite", "path": "state/ck.sqlite"},
-    }
-    for key, value in sections.items():
-        config[key] = {**config.get(key, {}), **value}
-    path = tmp_path / "config.yaml"
-    path.write_text(json.dumps(config))  # JSON is YAML
-    return path
+_setup = scripted_config
 
 
 def _json(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:

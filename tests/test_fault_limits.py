@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_support import scripted_config
 from planner_support import CTX, FAST, GOAL, planner, state
 
 import soothe_planner.parsing.reader as reader
@@ -107,19 +108,7 @@ def _no_scripted_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
 
 
-def _config(tmp_path: Path, script: dict[str, Any], **sections: Any) -> Path:
-    (tmp_path / "script.json").write_text(json.dumps(script))
-    config: dict[str, Any] = {
-        "models": {"default": "scripted:script.json"},
-        "planner": {"max_iterations": 3, "transport_backoff_s": 0, "retries": 1},
-        "execution": {"workspace": str(WORKSPACE)},
-        "checkpoint": {"backend": "sqlite", "path": "state/ck.sqlite"},
-    }
-    for key, value in sections.items():
-        config[key] = {**config.get(key, {}), **value}
-    path = tmp_path / "config.yaml"
-    path.write_text(json.dumps(config))
-    return path
+_config = scripted_config
 
 
 def _report(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
