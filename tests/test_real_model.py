@@ -88,28 +88,3 @@ def test_a_full_run_of_the_sample_goal_ends_done_or_failed(use_server: str, caps
         assert step["status"] in {"pending", "completed", "failed", "skipped"}
         assert set(step["depends_on"]) <= ids  # no plan with a dangling dependency was accepted
 
-
-def test_the_readmes_first_command_ends_done_with_the_report_written(
-    use_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The README's first command, on a copy of the sample workspace: done, exit 0, the file checked."""
-    import shutil
-
-    import yaml
-
-    from soothe_planner.cli import main
-
-    workspace = tmp_path / "workspace"
-    shutil.copytree(ROOT / "examples" / "workspace", workspace)
-    config = yaml.safe_load((ROOT / "config" / "default.yaml").read_text(encoding="utf-8"))
-    config["execution"]["workspace"] = str(workspace)
-    config["checkpoint"] = {"backend": "memory"}
-    path = tmp_path / "soothe.yaml"
-    path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    code = main(["run", "--json", "--config", str(path), README_GOAL])
-    captured = capsys.readouterr()
-    report = json.loads(captured.out)
-    assert (code, report["status"]) == (0, "done"), captured.err[-3000:]
-    text = (workspace / "TODO_REPORT.md").read_text(encoding="utf-8")
-    missing = [line for line in TODO_LINES if line not in text]
-    assert not missing, text
