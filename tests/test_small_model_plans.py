@@ -19,7 +19,7 @@ from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanParseError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
-from soothe_planner.models import AgentDecision, LoopState, PlanContext, StepAction, StepResult
+from soothe_planner.models import AgentDecision, Capability, LoopState, PlanContext, StepAction, StepResult
 from soothe_planner.parsing import parse_decision
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.planner.grounding import answer_facts, ungrounded_facts
@@ -154,7 +154,8 @@ async def test_a_compact_plan_that_only_reads_is_re_asked_for_its_answer_step(tm
 def test_a_repeated_call_is_the_finished_step_and_its_dependents_wait_on_that() -> None:
     from soothe_planner.errors import PlanValidationError
 
-    pm = PlanManager(GOAL)
+    caps = [Capability(name="list_dir", kind="tool", read_only=True), Capability(name="write_file", kind="tool")]
+    pm = PlanManager(GOAL, capabilities=caps)
     listing = StepAction(id="s1", description="list", tool="list_dir", args={"path": ".", "recursive": True})
     pm.ingest(AgentDecision(steps=[listing]), 0)
     pm.mark_started("s1")
@@ -170,6 +171,15 @@ def test_a_repeated_call_is_the_finished_step_and_its_dependents_wait_on_that() 
     # a plan made only of repeats adds nothing: refused, saying which finished steps they repeat
     with pytest.raises(PlanValidationError, match=r"every step repeats a finished one: s1 \(= finished step s1\)"):
         pm.ingest(AgentDecision(steps=[listing]), 2)
+    # once the goal has written something, a read is run again: the file may have changed
+    pm.mark_started("s8")
+    pm.record_step_outcomes([StepResult(step_id="s8", success=True, output="2")])
+    write = StepAction(id="w1", description="save", tool="write_file", args={"path": "n.txt", "content": "2"})
+    pm.ingest(AgentDecision(steps=[write]), 2)
+    pm.mark_started("w1")
+    pm.record_step_outcomes([StepResult(step_id="w1", success=True, output="wrote 1 byte")])
+    again_after_write = pm.ingest(AgentDecision(steps=[listing]), 3)
+    assert again_after_write.reused == {} and again_after_write.added == ["s1.2"]
 
 
 # --------------------------------------------------------------------------- honest "done" on a small model

@@ -262,13 +262,23 @@ class PlanManager:
         Running it again would redo finished work for the same output; the repeat is read as the
         finished step instead, and its dependents wait on that. Only typed tool steps qualify: the
         same tool with the same arguments is the same work, while two model steps with the same
-        words may be meant to differ (a second attempt at an answer).
+        words may be meant to differ (a second attempt at an answer). And only reads, while nothing
+        of the goal has written yet: a read after a write may see other contents, and a tool not
+        known to be read-only may change what the next call returns.
         """
         if not any(s.tool for s in steps):
             return {}
+
+        def reads(tool: str) -> bool:
+            cap = self.capabilities.get(tool)
+            return cap is not None and cap.read_only
+
+        finished = [n for n in self.dag.nodes.values() if n.status == "completed" and n.tool]
+        if any(not reads(n.tool) for n in finished if n.tool):
+            return {}
         done: dict[str, str] = {}
-        for node in self.dag.nodes.values():
-            if node.status == "completed" and node.tool:
+        for node in finished:
+            if node.tool:
                 done.setdefault(_call_key(node.tool, node.args), node.id)
         out: dict[str, str] = {}
         for s in steps:
