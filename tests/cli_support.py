@@ -7,6 +7,15 @@ from pathlib import Path
 from typing import Any
 
 WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "workspace"
+PLAN = {
+    "plan_action": "new", "execution_mode": "sequential", "next_action": "search",
+    "steps": [
+        {"id": "find", "description": "Search the workspace for TODO lines", "tools": ["search_text"],
+         "depends_on": []},
+        {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
+    ],
+}
+"""Two steps over the sample workspace, each naming one tool whose arguments one call fills in."""
 
 
 def scripted_config(tmp_path: Path, script: dict[str, Any], **sections: Any) -> Path:

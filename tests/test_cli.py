@@ -10,21 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import scripted_config
+from cli_support import PLAN, WORKSPACE, scripted_config
 
 from soothe_planner.cli import EXIT_DONE, EXIT_FAILED, EXIT_PAUSED, EXIT_USAGE, main
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKSPACE = ROOT / "examples" / "workspace"
 
-PLAN = {
-    "plan_action": "new", "execution_mode": "sequential", "next_action": "search",
-    "steps": [
-        {"id": "find", "description": "Search the workspace for TODO lines", "tools": ["search_text"],
-         "depends_on": []},
-        {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
-    ],
-}
 # Each step names one tool with structured arguments: one call fills them in, then the tool runs.
 TOOL_TEXT: list[Any] = [{"pattern": "TODO"}, {"recursive": True}]
 

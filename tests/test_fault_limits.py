@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import scripted_config
+from cli_support import PLAN, scripted_config
 from planner_support import CTX, FAST, GOAL, planner, state
 
 import soothe_planner.parsing.reader as reader
@@ -87,16 +87,7 @@ def test_a_small_answer_has_its_own_cap() -> None:
 # --------------------------------------------------------------------------- 15, 18, 19: the run's one count
 
 
-PLAN = {
-    "plan_action": "new", "execution_mode": "sequential", "next_action": "search",
-    "steps": [
-        {"id": "find", "description": "Search the workspace for TODO lines", "tools": ["search_text"],
-         "depends_on": []},
-        {"id": "files", "description": "List the files", "tools": ["list_dir"], "depends_on": ["find"]},
-    ],
-}
 TOOL_ARGS: list[Any] = [{"pattern": "TODO"}, {"recursive": True}]
-WORKSPACE = Path(__file__).resolve().parents[1] / "examples" / "workspace"
 
 
 def _assess(status: str, progress: float) -> dict[str, Any]:

@@ -41,8 +41,8 @@ def _skip_reason() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def local_server() -> Iterator[str]:
+def embedded_server() -> Iterator[str]:
+    """A server of MODEL for a module's fixture (skipped, with the reason, where it cannot run)."""
     reason = _skip_reason()
     if reason:
         pytest.skip(reason)
@@ -52,12 +52,22 @@ def local_server() -> Iterator[str]:
         yield server.base_url
 
 
-@pytest.fixture
-def use_server(local_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", local_server)
+def point_at(url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Make every ``local`` model of the test use the server at ``url``, whatever the environment says."""
+    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", url)
     monkeypatch.delenv("SOOTHE_CI_MODEL", raising=False)
     monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
-    return local_server
+    return url
+
+
+@pytest.fixture(scope="module")
+def local_server() -> Iterator[str]:
+    yield from embedded_server()
+
+
+@pytest.fixture
+def use_server(local_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    return point_at(local_server, monkeypatch)
 
 
 async def test_embedded_model_plans_a_goal_into_a_valid_dag(use_server: str) -> None:

@@ -13,28 +13,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_real_model import MODEL, README_GOAL, ROOT, TODO_LINES, _skip_reason
+from test_real_model import README_GOAL, ROOT, TODO_LINES, embedded_server, point_at
 
 pytestmark = pytest.mark.real_model
 
 
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[str]:
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from soothe_planner.local import LocalModelServer, embedded_model
-
-    with LocalModelServer(model=embedded_model(MODEL)) as server:
-        yield server.base_url
+    yield from embedded_server()
 
 
 @pytest.fixture
 def use_server(own_server: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", own_server)
-    monkeypatch.delenv("SOOTHE_CI_MODEL", raising=False)
-    monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL", raising=False)
-    return own_server
+    return point_at(own_server, monkeypatch)
 
 
 def test_the_readmes_first_command_ends_done_with_the_report_written(
