@@ -17,6 +17,7 @@ BENCHMARKS = {
     "breaker": "the global LLM-call limiter: peak in flight and utilisation at 1, 4, 16",
     "worfbench": "plan quality on WorFBench gold graphs (embedded or configured model)",
     "goals": "real goals on a workspace, scored by checks: ours vs ReAct vs plan-and-execute",
+    "local": "each kind of call on the embedded model: tokens, time to first token, tokens/s, before vs after",
 }
 
 

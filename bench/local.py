@@ -1,0 +1,340 @@
+"""How fast is each kind of call the loop makes on the embedded model, before and after tuning?
+
+For each kind of call — intake, generate (a plan), a model step, assess and synthesis (the final
+answer) — the request is the one the loop really sends (``local_calls.py``: one run of a goal
+through the real graph, recorded), replayed streamed to a real server. Reported per kind: prompt
+and completion tokens, time to first token (TTFT), total time, prompt tokens/s (prompt tokens ÷
+TTFT, so with reuse it is the *effective* rate) and generation tokens/s (completion tokens after
+the first ÷ the time after the first), each the median of ``--repeats`` calls; and the server
+process's CPU seconds per call, which stays meaningful on a busy machine where wall time does not.
+
+Configurations, each at every ``--threads`` count, measured in one run on one model
+(``--model``, default the shipped config's ``models.default``):
+
+- **before** — the server as the package started it before tuning (``ServerTuning.stock()``) and
+  the ``full`` prompt profile; every measured call follows a short call of another prompt, so
+  nothing of the previous request's prompt can be reused.
+- **after-cold** — the tuned server and the ``compact`` profile, its prompt cache off and the same
+  flush before every call: what fewer tokens and better settings buy with no reuse at all.
+- **after** — the tuned server with its prompt cache and the ``compact`` profile, calls in the
+  loop's order (intake, generate, step, assess, synthesis, intake, ...). Each repeat is another
+  run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
+  loop's prompts share across runs, never a whole identical prompt.
+
+Every configuration first replays variant 0 unmeasured (the model's pages in memory; for
+``after``, the cache filled as a previous run would have left it), then variants 1..repeats.
+
+``--sweep`` measures server settings instead (batch sizes, context size, the logits buffer, the
+prompt cache) on the generate and assess calls. ``--llama-server PATH`` adds llama.cpp's own
+server (a binary built elsewhere, never by this benchmark) with several slots and ``json_schema``.
+``--lock FILE`` holds an exclusive flock on FILE while each server runs, so that people sharing a
+machine never run two model servers at once (do not also wrap the command in ``flock`` on the
+same file: the two locks would wait for each other). The load average is recorded before and
+after every configuration; compare figures only within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench._common import RESULTS_DIR, loadavg, table, write_results
+from bench.local_calls import CALL_KINDS, Call, capture_calls
+from bench.local_servers import LlamaServer, PythonServer, Server, TokenCounter
+
+__all__ = ["Config", "Sample", "held", "main", "measure", "render", "run", "summarise"]
+
+TARGETS_S = {"generate": 6.0, "assess": 3.0, "step": 4.0}
+FLUSH = {"messages": [{"role": "system", "content": "Reply with one word."},
+                      {"role": "user", "content": "Say ok."}], "max_tokens": 2, "temperature": 0.0}
+"""A call of another prompt: after it, the server's previous-request state shares nothing useful."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """One server configuration and how its calls are ordered."""
+
+    name: str
+    server: str  # "python" | "llama-server"
+    profile: str  # the planner's prompt profile
+    method: str  # the structured-output method the requests are built for
+    reuse: bool  # the loop's order with the server's reuse; else a flush call before each call
+    tuning: dict[str, Any] = field(default_factory=dict)  # ServerTuning fields, or {"stock": True}
+
+
+@dataclass
+class Sample:
+    """One measured call."""
+
+    ttft: float
+    total: float
+    completion_tokens: int
+    cpu_s: float
+    prompt_tokens: int
+    reused_tokens: int | None = None  # as the server reports it (llama-server only)
+    text: str = ""
+
+
+class Counter(Protocol):
+    def prompt_tokens(self, body: dict[str, Any]) -> int: ...
+    def count(self, text: str) -> int: ...
+
+
+ServerFactory = Callable[[Config, int], Server]
+
+
+def _load() -> str:
+    return "/".join(f"{x:.2f}" for x in loadavg()) or "n/a"
+
+
+@contextlib.contextmanager
+def held(lock: str | None) -> Iterator[None]:
+    """An exclusive ``flock`` on ``lock`` for the block (nothing when ``lock`` is empty)."""
+    if not lock:
+        yield
+        return
+    with open(lock, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"waiting for the lock on {lock} (another model server is running)", file=sys.stderr, flush=True)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def measure(config: Config, threads: int, variants: Sequence[Sequence[Call]], *, make_server: ServerFactory,
+            counter: Counter, lock: str | None = None, kinds: Sequence[str] = CALL_KINDS,
+            time_box_s: float = 0.0) -> dict[str, Any]:
+    """Start ``config``'s server, replay ``variants`` (the first unmeasured), stop it. Returns its rows."""
+    samples: dict[str, list[Sample]] = {k: [] for k in kinds}
+    server = make_server(config, threads)
+    with held(lock):
+        load_before = _load()
+        started = time.monotonic()
+        with server:
+            for v, calls in enumerate(variants):
+                if v > 1 and time_box_s and time.monotonic() - started > time_box_s:
+                    break
+                for call in calls:
+                    if call.kind not in kinds:
+                        continue
+                    if not config.reuse:
+                        server.stream(FLUSH)
+                    got = server.stream(call.body)
+                    if v == 0:
+                        continue
+                    samples[call.kind].append(Sample(
+                        got.ttft, got.total, got.completion_tokens or counter.count(got.text), got.cpu_s,
+                        got.prompt_tokens or counter.prompt_tokens(call.body), got.reused, got.text))
+        seconds = time.monotonic() - started
+        load_after = _load()
+    return {"config": config.name, "threads": threads, "load_before": load_before, "load_after": load_after,
+            "seconds": round(seconds, 1), "rows": {kind: summarise(ss) for kind, ss in samples.items() if ss}}
+
+
+def summarise(ss: Sequence[Sample]) -> dict[str, Any]:
+    """The medians of one kind's samples; a rate is the median of the samples' rates."""
+    if not ss:
+        raise ValueError("summarise needs at least one sample")
+    med = statistics.median
+    out: dict[str, Any] = {
+        "n": len(ss),
+        "prompt_tokens": med(s.prompt_tokens for s in ss),
+        "completion_tokens": med(s.completion_tokens for s in ss),
+        "ttft_s": round(med(s.ttft for s in ss), 3),
+        "total_s": round(med(s.total for s in ss), 3),
+        "prompt_tps": round(med(s.prompt_tokens / s.ttft for s in ss), 1) if all(s.ttft > 0 for s in ss) else None,
+        # the first token is the end of the prompt's evaluation; the rest is generation
+        "gen_tps": round(med(max(0, s.completion_tokens - 1) / max(1e-6, s.total - s.ttft) for s in ss), 1),
+        "cpu_s": round(med(s.cpu_s for s in ss), 2),
+        "total_all_s": [round(s.total, 2) for s in ss],
+        "last_output": ss[-1].text[:400],
+    }
+    reused = [s.reused_tokens for s in ss if s.reused_tokens is not None]
+    if reused:
+        out["reused_tokens"] = med(reused)
+    return out
+
+
+# --------------------------------------------------------------------------- the configurations
+
+
+def standard_configs(with_llama_server: bool) -> list[Config]:
+    configs = [
+        Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
+        Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
+        Config("after", "python", "compact", "function_calling", reuse=True),
+    ]
+    if with_llama_server:
+        configs.append(Config("llama-server", "llama-server", "compact", "json_schema", reuse=True,
+                              tuning={"parallel": 4}))
+    return configs
+
+
+def sweep_configs() -> list[Config]:
+    base: dict[str, Any] = {"prompt_cache_mib": 0}
+    out = [Config("stock", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
+           Config("logits_all off", "python", "full", "function_calling", reuse=False, tuning=base)]
+    for nb, nu in ((256, 256), (1024, 512), (1024, 1024), (2048, 512)):
+        out.append(Config(f"n_batch {nb}, n_ubatch {nu}", "python", "full", "function_calling", reuse=False,
+                          tuning={**base, "n_batch": nb, "n_ubatch": nu}))
+    out.append(Config("n_ctx 8192", "python", "full", "function_calling", reuse=False, tuning={**base, "n_ctx": 8192}))
+    out.append(Config("KV reuse only, loop order", "python", "full", "function_calling", reuse=True, tuning=base))
+    out.append(Config("RAM cache, loop order", "python", "full", "function_calling", reuse=True, tuning={}))
+    return out
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def render(results: Sequence[dict[str, Any]]) -> str:
+    headers = ["config", "threads", "call", "prompt tok", "compl tok", "TTFT s", "total s",
+               "prompt tok/s", "gen tok/s", "CPU s", "reused tok", "n", "load before → after"]
+    rows = []
+    for res in results:
+        for kind, r in res["rows"].items():
+            rows.append([res["config"], res["threads"], kind, r["prompt_tokens"], r["completion_tokens"],
+                         r["ttft_s"], r["total_s"], r["prompt_tps"], r["gen_tps"], r["cpu_s"],
+                         r.get("reused_tokens", "—"), r["n"], f"{res['load_before']} → {res['load_after']}"])
+    return table(headers, rows)
+
+
+def verdict(results: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per target of issue 13, for the tuned configurations: median total time, met or missed."""
+    lines = []
+    for res in results:
+        if res["config"] not in ("after", "llama-server"):
+            continue
+        for kind, target in TARGETS_S.items():
+            r = res["rows"].get(kind)
+            if r:
+                met = "met" if r["total_s"] <= target else "missed"
+                lines.append(f"{res['config']} @ {res['threads']} thread(s): {kind} median {r['total_s']:.2f} s "
+                             f"(target ≤ {target:.0f} s) — {met}")
+    return lines
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def resolve_model(spec: str | None) -> tuple[str, Any]:
+    """``(the model string, its EmbeddedModel)``; default the shipped config's ``models.default``."""
+    from soothe_planner.config import packaged_config_text, parse_yaml, split_model_spec
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local import embedded_model
+
+    if not spec:
+        spec = str(parse_yaml(packaged_config_text(), "the packaged default config")["models"]["default"])
+    kind, name = split_model_spec(spec)
+    if kind != "local":
+        raise SystemExit(f"--model {spec!r}: this benchmark measures the embedded model; "
+                         "give 'local' or 'local:NAME' (e.g. 'local:1.5b')")
+    try:
+        return spec, embedded_model(name)
+    except ConfigError as exc:
+        raise SystemExit(f"--model {spec!r}: {exc}") from None
+
+
+def _counts(text: str) -> list[int]:
+    """``"1,2"`` → ``[1, 2]``; anything but positive whole numbers is an argparse error."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        values = []
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: give positive whole numbers separated by commas, e.g. 1,2")
+    return values
+
+
+def _count(text: str) -> int:
+    values = _counts(text)
+    if len(values) != 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give one positive whole number")
+    return values[0]
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m bench local", description=(__doc__ or "").split("\n", 1)[0])
+    ap.add_argument("--model", default=None, help="'local' or 'local:NAME' (default: the shipped config's model)")
+    ap.add_argument("--repeats", type=_count, default=5, help="measured calls per kind and configuration (median reported)")
+    ap.add_argument("--threads", type=_counts, default=[1, 2], help="comma-separated thread counts")
+    ap.add_argument("--quick", action="store_true", help="2 repeats, 1 thread: a smoke run")
+    ap.add_argument("--sweep", action="store_true", help="measure server settings on generate and assess")
+    ap.add_argument("--only", default="", help="comma-separated configuration names (default: all)")
+    ap.add_argument("--kinds", default=",".join(CALL_KINDS), help="comma-separated call kinds")
+    ap.add_argument("--llama-server", default=None, metavar="PATH", help="a llama-server binary to measure as well")
+    ap.add_argument("--lock", default=None, metavar="FILE", help="hold an exclusive flock on FILE while a server runs")
+    ap.add_argument("--time-box", type=float, default=0.0, help="seconds per configuration before repeats stop")
+    ap.add_argument("--results-dir", default=str(RESULTS_DIR), help="where local.json (or local_sweep.json) goes")
+    return ap
+
+
+def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None = None,
+        counter: Counter | None = None) -> int:
+    """``main``, with the servers and the token counter replaceable (the tests use fakes)."""
+    args = _parser().parse_args(argv)
+    spec, model = resolve_model(args.model)
+    repeats, threads = args.repeats, args.threads
+    if args.quick:
+        repeats, threads = 2, [1]
+    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in CALL_KINDS]
+    if unknown or not kinds:
+        raise SystemExit(f"--kinds {args.kinds!r}: unknown call kind(s) {unknown}; choose from {', '.join(CALL_KINDS)}")
+    configs = sweep_configs() if args.sweep else standard_configs(bool(args.llama_server))
+    if args.sweep:
+        kinds = tuple(k for k in kinds if k in ("generate", "assess")) or ("generate", "assess")
+    if args.only:
+        wanted = [n.strip() for n in args.only.split(",") if n.strip()]
+        missing = [n for n in wanted if n not in {c.name for c in configs}]
+        if missing:
+            raise SystemExit(f"--only: unknown configuration(s) {missing}; choose from "
+                             f"{', '.join(repr(c.name) for c in configs)}")
+        configs = [c for c in configs if c.name in wanted]
+
+    def default_server(config: Config, n: int) -> Server:
+        if config.server == "python":
+            return PythonServer(model, threads=n, tuning=config.tuning)
+        assert args.llama_server
+        return LlamaServer(args.llama_server, model, threads=n, options=config.tuning)
+
+    make_server = make_server or default_server
+    counter = counter or TokenCounter(model)
+    print(f"model {spec} ({model.alias}); {repeats} repeat(s) after one unmeasured run; threads {threads}; "
+          f"calls {', '.join(kinds)}", flush=True)
+    results = []
+    for n in threads:
+        for config in configs:
+            variants = [capture_calls(v, model=spec, prompt_profile=config.profile,
+                                      structured_output_method=config.method) for v in range(repeats + 1)]
+            res = measure(config, n, variants, make_server=make_server, counter=counter, lock=args.lock,
+                          kinds=kinds, time_box_s=args.time_box)
+            results.append(res)
+            print(render([res]) + f"\n({res['seconds']:.0f} s)\n", flush=True)
+    print(render(results))
+    for line in verdict(results):
+        print(line)
+    payload = {"model": spec, "model_alias": model.alias, "repeats": repeats, "threads": threads,
+               "kinds": list(kinds), "configs": [asdict(c) for c in configs], "results": results}
+    path = write_results("local_sweep" if args.sweep else "local", payload, directory=Path(args.results_dir))
+    print(f"\nwrote {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
