@@ -1,0 +1,328 @@
+"""``python -m bench local``: what it replays, how it times and summarises, its order, lock and report.
+
+No model runs here. The requests come from the package's own loop on a recording transport; the
+servers are a fake OpenAI-compatible streaming server on 127.0.0.1 that each test starts and
+stops; times come from a scripted clock or from samples written in the test, never from the
+wall clock being fast.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.local import FLUSH, Config, Sample, held, measure, resolve_model, run, summarise, verdict
+from bench.local_calls import CALL_KINDS, Call, capture_calls, kind_of
+from bench.local_servers import Streamed, stream
+
+MODEL = "local:1.5b"
+
+
+# --------------------------------------------------------------------------- a fake streaming server
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _FakeHTTP
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.bodies.append(body)
+        if self.server.status != 200:
+            self.send_response(self.server.status)
+            self.end_headers()
+            self.wfile.write(b"broken")
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks: list[dict[str, Any]] = [{"choices": [{"delta": {"role": "assistant"}}]}]
+        if body.get("tools"):
+            name = body["tools"][0]["function"]["name"]
+            chunks.append({"choices": [{"delta": {"tool_calls": [{"function": {"name": name, "arguments": ""}}]}}]})
+            chunks += [{"choices": [{"delta": {"tool_calls": [{"function": {"name": name, "arguments": p}}]}}]}
+                       for p in ('{"a"', ": 1}")]
+        else:
+            chunks += [{"choices": [{"delta": {"content": p}}]} for p in ("one ", "two ", "three")]
+        if self.server.timings:
+            chunks.append({"choices": [], "timings": self.server.timings})
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+
+
+class _FakeHTTP(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.bodies: list[dict[str, Any]] = []
+        self.timings: dict[str, int] | None = None
+        self.status = 200
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+
+@pytest.fixture
+def fake_http() -> Iterator[_FakeHTTP]:
+    srv = _FakeHTTP()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(5)
+
+
+def _lock_is_free(path: str) -> bool:
+    with open(path, "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        return True
+
+
+class FakeServer:
+    """A ``Server`` over the fake HTTP server: records what it was asked and whether the lock was held."""
+
+    def __init__(self, http: _FakeHTTP, lock: str | None = None) -> None:
+        self.http, self.lock = http, lock
+        self.running = False
+        self.lock_free_while_running: bool | None = None
+
+    def __enter__(self) -> FakeServer:
+        self.running = True
+        if self.lock:
+            self.lock_free_while_running = _lock_is_free(self.lock)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.running = False
+
+    def stream(self, body: dict[str, Any]) -> Streamed:
+        assert self.running, "a request was sent while the server was not running"
+        return stream(self.http.base_url, body)
+
+
+class FakeCounter:
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        return len(json.dumps(body["messages"])) // 4
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def _calls(n: int, kinds: tuple[str, ...] = CALL_KINDS) -> list[list[Call]]:
+    """``n`` variants of small bodies, each body naming its kind and variant."""
+    return [[Call(k, {"messages": [{"role": "user", "content": f"{k} {v}"}]}) for k in kinds] for v in range(n)]
+
+
+# --------------------------------------------------------------------------- what is replayed
+
+
+def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_model() -> None:
+    calls = capture_calls(0, model=MODEL)
+    assert [c.kind for c in calls] == list(CALL_KINDS)
+    assert {c.body["model"] for c in calls} == {resolve_model(MODEL)[1].alias}
+    structured = {c.kind: c.body["tool_choice"]["function"]["name"] for c in calls if c.body.get("tools")}
+    assert structured == {"intake": "RouteIntake", "generate": "GeneratePlan", "assess": "AssessStatus"}
+    # the embedded server ignores max_completion_tokens: the body must carry max_tokens itself
+    assert all(isinstance(c.body.get("max_tokens"), int) for c in calls)
+    step = calls[CALL_KINDS.index("step")].body
+    assert "TODO: document the --dry-run flag" in step["messages"][-1]["content"]  # the real tool's output
+
+
+def test_each_repeat_is_another_run_sharing_the_prompt_prefix_but_never_the_whole_prompt(tmp_path: Path) -> None:
+    first, second = capture_calls(1, model=MODEL), capture_calls(2, model=MODEL)
+    for a, b in zip(first, second, strict=True):
+        assert a.kind == b.kind
+        assert a.body["messages"][0] == b.body["messages"][0], a.kind  # the system prompt
+        assert a.body.get("tools") == b.body.get("tools"), a.kind  # the schema
+        assert a.body["messages"][-1] != b.body["messages"][-1], a.kind
+        # the run's changing context is last: the human turns share a start
+        ha, hb = a.body["messages"][-1]["content"], b.body["messages"][-1]["content"]
+        shared = next(i for i, (x, y) in enumerate(zip(ha, hb, strict=False)) if x != y)
+        assert shared > 0, a.kind
+        assert "bench-local-" not in json.dumps(a.body)  # no temporary path of this machine
+
+
+def test_the_profiles_change_the_planner_calls_only_and_the_compact_one_is_shorter() -> None:
+    full = {c.kind: c.body for c in capture_calls(0, model=MODEL, prompt_profile="full")}
+    compact = {c.kind: c.body for c in capture_calls(0, model=MODEL, prompt_profile="compact")}
+    assert full["step"] == compact["step"]
+    for kind in ("intake", "generate", "assess"):
+        assert len(json.dumps(compact[kind])) < len(json.dumps(full[kind])), kind
+    plan = compact["generate"]["tools"][0]["function"]["parameters"]
+    assert "plan_action" not in plan["properties"]
+    assert "plan_action" in full["generate"]["tools"][0]["function"]["parameters"]["properties"]
+
+
+def test_json_schema_requests_are_recorded_with_their_kind() -> None:
+    calls = capture_calls(0, model=MODEL, structured_output_method="json_schema")
+    assert [c.kind for c in calls] == list(CALL_KINDS)
+    assert calls[1].body["response_format"]["type"] == "json_schema"
+    assert kind_of(calls[1].body) == "generate"
+
+
+# --------------------------------------------------------------------------- timing one call
+
+
+def test_ttft_is_the_first_output_not_the_role_chunk_and_the_text_is_collected(fake_http: _FakeHTTP) -> None:
+    ticks = iter(range(100))
+    got = stream(fake_http.base_url, {"messages": [{"role": "user", "content": "hi"}]}, clock=lambda: float(next(ticks)))
+    # the clock is read at the start, at the first output and at the end: 0, 1, 2
+    assert (got.ttft, got.total) == (1.0, 2.0)
+    assert got.text == "one two three"
+    assert got.prompt_tokens == 0 and got.reused is None  # llama-cpp-python says nothing when streaming
+    assert fake_http.bodies[-1]["stream"] is True
+
+
+def test_a_tool_calls_arguments_are_its_output_and_the_servers_timings_are_read(fake_http: _FakeHTTP) -> None:
+    fake_http.timings = {"prompt_n": 40, "cache_n": 960, "predicted_n": 7}
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "F"}}]}
+    got = stream(fake_http.base_url, body)
+    assert got.text == '{"a": 1}'
+    assert (got.prompt_tokens, got.reused, got.completion_tokens) == (1000, 960, 7)
+
+
+def test_an_http_error_names_the_status(fake_http: _FakeHTTP) -> None:
+    fake_http.status = 500
+    with pytest.raises(RuntimeError, match="HTTP 500"):
+        stream(fake_http.base_url, {"messages": []})
+
+
+# --------------------------------------------------------------------------- the arithmetic
+
+
+def test_summaries_are_medians_and_rates_split_at_the_first_token() -> None:
+    samples = [
+        Sample(ttft=2.0, total=4.0, completion_tokens=21, cpu_s=3.0, prompt_tokens=1000),
+        Sample(ttft=1.0, total=2.0, completion_tokens=11, cpu_s=1.0, prompt_tokens=500),
+        Sample(ttft=4.0, total=9.0, completion_tokens=41, cpu_s=9.0, prompt_tokens=1000),
+    ]
+    r = summarise(samples)
+    assert (r["n"], r["prompt_tokens"], r["completion_tokens"]) == (3, 1000, 21)
+    assert (r["ttft_s"], r["total_s"], r["cpu_s"]) == (2.0, 4.0, 3.0)
+    assert r["prompt_tps"] == 500.0  # 1000/2, 500/1, 1000/4 → median 500
+    assert r["gen_tps"] == 10.0  # 20/2, 10/1, 40/5 → median 10
+    assert r["total_all_s"] == [4.0, 2.0, 9.0]
+    assert "reused_tokens" not in r
+    with pytest.raises(ValueError, match="at least one"):
+        summarise([])
+
+
+def test_the_verdict_judges_only_tuned_configurations_against_the_targets() -> None:
+    rows = {"generate": {"total_s": 5.5}, "assess": {"total_s": 3.5}}
+    lines = verdict([{"config": "before", "threads": 1, "rows": rows}, {"config": "after", "threads": 2, "rows": rows}])
+    assert lines == ["after @ 2 thread(s): generate median 5.50 s (target ≤ 6 s) — met",
+                     "after @ 2 thread(s): assess median 3.50 s (target ≤ 3 s) — missed"]
+
+
+# --------------------------------------------------------------------------- order, warm-up, lock
+
+
+def test_with_reuse_calls_go_in_the_loops_order_and_the_first_run_is_not_measured(fake_http: _FakeHTTP) -> None:
+    config = Config("after", "python", "compact", "function_calling", reuse=True)
+    res = measure(config, 2, _calls(3), make_server=lambda c, n: FakeServer(fake_http), counter=FakeCounter())
+    sent = [b["messages"][0]["content"] for b in fake_http.bodies]
+    assert sent == [f"{k} {v}" for v in range(3) for k in CALL_KINDS]
+    assert list(res["rows"]) == list(CALL_KINDS)
+    assert {r["n"] for r in res["rows"].values()} == {2}
+    assert res["threads"] == 2 and res["config"] == "after"
+
+
+def test_without_reuse_every_call_follows_a_flush_and_only_chosen_kinds_run(fake_http: _FakeHTTP) -> None:
+    config = Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True})
+    res = measure(config, 1, _calls(2), make_server=lambda c, n: FakeServer(fake_http), counter=FakeCounter(),
+                  kinds=("assess", "step"))
+    flush = FLUSH["messages"]
+    assert [b["messages"] == flush for b in fake_http.bodies] == [True, False] * 4
+    assert [b["messages"][0]["content"] for b in fake_http.bodies[1::2]] == ["step 0", "assess 0", "step 1", "assess 1"]
+    assert list(res["rows"]) == ["assess", "step"]
+
+
+def test_tokens_come_from_the_server_when_it_says_them_else_from_the_counter(fake_http: _FakeHTTP) -> None:
+    config = Config("after", "python", "compact", "function_calling", reuse=True)
+    res = measure(config, 1, _calls(2, ("step",)), make_server=lambda c, n: FakeServer(fake_http), counter=FakeCounter())
+    assert res["rows"]["step"]["completion_tokens"] == 3  # "one two three", counted
+    fake_http.timings = {"prompt_n": 5, "cache_n": 95, "predicted_n": 9}
+    res = measure(config, 1, _calls(2, ("step",)), make_server=lambda c, n: FakeServer(fake_http), counter=FakeCounter())
+    assert (res["rows"]["step"]["prompt_tokens"], res["rows"]["step"]["completion_tokens"]) == (100, 9)
+    assert res["rows"]["step"]["reused_tokens"] == 95
+
+
+def test_the_lock_is_held_while_the_server_runs_and_released_after(fake_http: _FakeHTTP, tmp_path: Path) -> None:
+    lock = str(tmp_path / "model.lock")
+    server = FakeServer(fake_http, lock)
+    config = Config("after", "python", "compact", "function_calling", reuse=True)
+    measure(config, 1, _calls(2, ("assess",)), make_server=lambda c, n: server, counter=FakeCounter(), lock=lock)
+    assert server.lock_free_while_running is False
+    assert _lock_is_free(lock)
+    with held(lock):
+        assert not _lock_is_free(lock)
+    assert _lock_is_free(lock)
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
+    fake_http: _FakeHTTP, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = run(["--model", MODEL, "--repeats", "2", "--threads", "1", "--kinds", "generate,step",
+                "--results-dir", str(tmp_path)], make_server=lambda c, n: FakeServer(fake_http), counter=FakeCounter())
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "| config | threads | call | prompt tok |" in out and "wrote" in out
+    data = json.loads((tmp_path / "local.json").read_text())
+    assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after"]
+    for res in data["results"]:
+        assert list(res["rows"]) == ["generate", "step"]
+        assert all(r["n"] == 2 for r in res["rows"].values())
+        assert res["load_before"] and res["load_after"]
+    # before, after-cold (flush before each), after; 3 variants × 2 kinds each
+    assert len(fake_http.bodies) == 12 + 12 + 6
+    # the before configuration replays the full profile, the others the compact one
+    generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 6
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--model", "openai:gpt-4o"], "measures the embedded model"),
+    (["--model", "local:7b"], "unknown embedded model"),
+    (["--kinds", "plan"], "unknown call kind"),
+    (["--only", "fastest"], "unknown configuration"),
+])
+def test_bad_options_are_refused_with_the_value_and_the_rule(argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit, match=message):
+        run(argv, make_server=lambda c, n: pytest.fail("no server may start"), counter=FakeCounter())
+
+
+@pytest.mark.parametrize("argv", [["--threads", "0"], ["--threads", "one"], ["--repeats", "0"], ["--repeats", "1,2"]])
+def test_counts_must_be_positive_whole_numbers(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run(argv, make_server=lambda c, n: pytest.fail("no server may start"), counter=FakeCounter())
+    assert exc.value.code == 2
+    assert "positive whole number" in capsys.readouterr().err
+
+
+def test_the_default_model_is_the_shipped_configs(tmp_path: Path) -> None:
+    from soothe_planner.config import find_config
+
+    spec, model = resolve_model(None)
+    assert spec == find_config(cwd=tmp_path).models.default  # no soothe.yaml there: the shipped config
+    assert model.alias in capture_calls(0, model=spec)[0].body["model"]
