@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import signal
 import statistics
 import sys
 import time
@@ -332,7 +333,14 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
     return 0
 
 
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    # A SIGTERM (timeout(1), a job scheduler) unwinds like Ctrl-C, through the context manager of
+    # the server in hand, so no model server outlives the benchmark.
+    signal.signal(signal.SIGTERM, _terminated)
     return run(argv)
 
 
