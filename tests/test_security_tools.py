@@ -315,7 +315,7 @@ def test_a_folder_swapped_for_a_symlink_after_the_walk_entered_it_keeps_the_writ
 
     monkeypatch.setattr(os, "open", swapping_open)
     out = make_builtin_tools(workspace)["write_file"].invoke({"path": "src/out.txt", "content": "data"})
-    assert out == "wrote 4 bytes to src/out.txt"
+    assert out.startswith("wrote 4 bytes to src/out.txt:")
     assert list(outside.iterdir()) == []
     assert (workspace / "src.moved" / "out.txt").read_text() == "data"
 

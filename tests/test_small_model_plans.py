@@ -18,11 +18,13 @@ from planner_support import FAST
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanParseError
 from soothe_planner.execution import StepExecutor
+from soothe_planner.execution.steps import COUNT_BY_LISTING
 from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
 from soothe_planner.models import AgentDecision, Capability, LoopState, PlanContext, StepAction, StepResult
 from soothe_planner.parsing import parse_decision
 from soothe_planner.planner import LLMPlanner
-from soothe_planner.planner.grounding import answer_facts, ungrounded_facts
+from soothe_planner.planner.grounding import answer_facts, echoed_goal, grounded_answer, ungrounded_facts
+from soothe_planner.planner.plan_rules import retries_missing_data
 from soothe_planner.planner.prompts.phases import OVERVIEW_FILES, files_overview
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools, workspace_files
@@ -288,3 +290,178 @@ async def test_a_compact_plan_may_write_only_where_the_goal_says(tmp_path: Path)
     ok = await LLMPlanner(ScriptedChatModel(responses=[writes]), settings=COMPACT).plan(
         named, LoopState(goal=named, thread_id="t1"), ctx)
     assert ok.decision is not None and ok.decision.steps[-1].args["path"] == "PORT.txt"
+
+
+# --------------------------------------------------------------------------- counting with its working shown
+
+
+async def test_a_count_is_the_tally_of_its_yes_verdicts_not_the_models_sum() -> None:
+    reply = "LICENSE | no\nsrc/a.py | yes\nREADME.md | No.\nsrc/b.py | YES\nANSWER: 11"
+    model = ScriptedChatModel(responses=[reply])
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="count the Python files")]), 0)
+    (result,) = await StepExecutor(agent_model=model).run(pm)
+    assert result.success and result.output == "2"
+    # the model's sum (11) disagrees with its verdicts (2): the list is no evidence for the count
+    assert result.outcome == {"working": [], "checked": 4, "model_answer": "11"}
+    assert COUNT_BY_LISTING in model.calls[0].last_text  # a count task is asked for its verdicts
+    agreeing = ScriptedChatModel(responses=[reply.replace("ANSWER: 11", "ANSWER: 2 Python files")])
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="count the Python files")]), 0)
+    (result,) = await StepExecutor(agent_model=agreeing).run(pm)
+    assert result.output == "2" and result.outcome["working"] == ["src/a.py", "src/b.py"]
+
+
+async def test_working_before_the_answer_mark_is_set_aside() -> None:
+    model = ScriptedChatModel(responses=["1. Coffee beans\n2. Printer paper\nANSWER: 2"])
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="how many rows are there")]), 0)
+    (result,) = await StepExecutor(agent_model=model).run(pm)
+    assert result.output == "2" and result.outcome["working"] == ["1. Coffee beans", "2. Printer paper"]
+
+
+async def test_a_reply_without_the_mark_is_the_answer_as_written() -> None:
+    model = ScriptedChatModel(responses=["pip install tool==1.0"])
+    pm = PlanManager("g")
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="give the install command")]), 0)
+    (result,) = await StepExecutor(agent_model=model).run(pm)
+    assert result.output == "pip install tool==1.0" and "working" not in result.outcome
+    assert COUNT_BY_LISTING not in model.calls[0].last_text
+
+
+ROWS = "date,item\n2026-03-01,Coffee beans\n2026-03-04,Printer paper\n2026-03-09,Train ticket\n"
+
+
+@pytest.mark.parametrize(
+    ("working", "answer", "missing"),
+    [
+        (["1. 2026-03-01,Coffee beans", "2. 2026-03-04,Printer paper", "3. - 2026-03-09,Train ticket"], "3", []),
+        (["- Coffee beans", "- Printer paper", "- Train ticket"], "There are 3 rows.", []),
+        (["1. Coffee beans", "2. Printer paper"], "3", ["3"]),  # the count is not the list's length
+        (["1. Coffee beans", "2. Coffee beans", "3. Train ticket"], "3", ["3"]),  # an item listed twice
+        (["1. Coffee beans", "2. Printer paper", "3. Espresso machine"], "3", ["3"]),  # an item no tool returned
+        ([], "3", ["3"]),
+    ],
+)
+def test_a_count_is_grounded_only_by_a_list_of_distinct_items_the_tools_returned(
+    working: list[str], answer: str, missing: list[str]
+) -> None:
+    decision, acts, results = _ran(("s1", "read_file", ROWS, []), ("s2", None, answer, ["s1"]))
+    decision.steps[1].description = acts[1].description = "count the data rows"
+    results[1] = results[1].model_copy(update={"outcome": {"working": working}})
+    assert ungrounded_facts("How many data rows does sales.csv have?", decision, acts, results) == ("s2", missing)
+
+
+def test_a_counts_number_found_somewhere_in_a_tool_output_does_not_ground_it() -> None:
+    listing = "a.py\nb.md\nc.md\n(3 files)"
+    decision, acts, results = _ran(("s1", "list_dir", listing, []), ("s2", None, "3", ["s1"]))
+    decision.steps[1].description = acts[1].description = "how many Python files are there"
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", ["3"])
+    results[1] = results[1].model_copy(update={"outcome": {"working": ["1. a.py"]}})
+    results[1] = results[1].model_copy(update={"output": "1"})
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", [])
+
+
+def test_only_the_tool_outputs_the_answer_depends_on_ground_it() -> None:
+    """A write after the answer echoes the answer: it must not vouch for it."""
+    decision, acts, results = _ran(("s1", "read_file", "## 2.3.1", []), ("s2", None, "2.4.0", ["s1"]),
+                                   ("s3", "write_file", "wrote 5 bytes to VERSION:\n2.4.0", ["s2"]),
+                                   ("s4", "read_file", "2.4.0 is planned", []))
+    assert ungrounded_facts("Write the latest version to VERSION", decision, acts, results) == ("s2", ["2.4.0"])
+
+
+def test_an_answer_that_found_its_data_lacking_is_not_asked_again_of_the_same_data() -> None:
+    pm = PlanManager("What is the maintainer's e-mail?")
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "maintainer e-mail"})
+    pm.ingest(AgentDecision(steps=[search, StepAction(id="s2", description="give the e-mail only", depends_on=["s1"])]), 0)
+    pm.mark_started("s1")
+    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="no matches for 'maintainer e-mail'")])
+    pm.mark_started("s2")
+    pm.record_step_outcomes([StepResult(step_id="s2", success=False, error="step 's2': MISSING: the e-mail",
+                                        error_type="missing_data")])
+    again = StepAction(id="a", description="Give the  e-mail only", depends_on=["s1"])
+    (problem,) = retries_missing_data(AgentDecision(steps=[again]), pm.nodes)
+    assert problem.startswith("step a asks again what s2 asked") and "MISSING: the e-mail" in problem
+    # the same search again is no new data; a new read is
+    same = AgentDecision(steps=[search.model_copy(update={"id": "r"}), again.model_copy(update={"depends_on": ["r"]})])
+    assert len(retries_missing_data(same, pm.nodes)) == 1
+    read = StepAction(id="r", description="read", tool="read_file", args={"path": "README.md"})
+    assert retries_missing_data(AgentDecision(steps=[read, again.model_copy(update={"depends_on": ["r"]})]), pm.nodes) == []
+    # another question is not a retry
+    other = StepAction(id="b", description="give the maintainer's name", depends_on=["s1"])
+    assert retries_missing_data(AgentDecision(steps=[other]), pm.nodes) == []
+
+
+async def test_continue_over_a_finished_plan_whose_answer_a_tool_vouches_for_is_done(tmp_path: Path) -> None:
+    """A small assessment said "continue" four times over a correct, sourced answer (nothing left to run)."""
+    ws = _workspace(tmp_path)
+    ctx, executor = _context(ws)
+    keep_going = {"status": "continue", "goal_progress": 0.0, "confidence": 0.5, "summary": "not sure"}
+    model = ScriptedChatModel(responses=[READ_THEN_ANSWER, "8443", keep_going])
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=True, intake=False)
+    out = await graph.ainvoke(goal_input(GOAL, thread_id="t1"), run_config("t1"))
+    assert out["status"] == "done" and out["final_answer"] == "8443" and model.remaining == 0
+
+
+@pytest.mark.parametrize(
+    ("answer", "task"),
+    [
+        ("9000", "give the port number only"),  # a fact no tool returned
+        ("the server port", "give the port number only"),  # no checkable fact at all
+        ("8443", "count the ports"),  # a count is never taken on the model's word
+    ],
+)
+async def test_continue_stands_when_the_answer_is_not_vouched_for(answer: str, task: str) -> None:
+    decision = AgentDecision(steps=[
+        StepAction(id="s1", description="read", tool="read_file", args={"path": "config/server.toml"}),
+        StepAction(id="s2", description=task, depends_on=["s1"]),
+    ])
+    pm = PlanManager(GOAL)
+    pm.ingest(decision, 0)
+    for sid, out in (("s1", "[server]\nport = 8443\n"), ("s2", answer)):
+        pm.mark_started(sid)
+        pm.record_step_outcomes([StepResult(step_id=sid, success=True, output=out)])
+    state = LoopState(goal=GOAL, thread_id="t1", iteration=1, current_decision=decision, step_results=pm.step_results())
+    keep_going = {"status": "continue", "goal_progress": 0.2, "confidence": 0.5, "summary": "not sure"}
+    got = await LLMPlanner(ScriptedChatModel(responses=[keep_going]), settings=COMPACT).assess_status(
+        GOAL, state, PlanContext(), plan_manager=pm)
+    assert got.status == "continue"
+
+
+async def test_a_replan_that_repeats_a_finished_read_reuses_it_in_a_real_loop(tmp_path: Path) -> None:
+    ws = _workspace(tmp_path)
+    ctx, executor = _context(ws)
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "answered"}
+    model = ScriptedChatModel(responses=[READ_THEN_ANSWER, "9000", done,  # 9000: no tool said so -> replan
+                                         READ_THEN_ANSWER, "8443", done])
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=True, intake=False)
+    out = await graph.ainvoke(goal_input(GOAL, thread_id="t1"), run_config("t1"))
+    assert out["status"] == "done" and out["final_answer"] == "8443"
+    assert out["action_history"][1].endswith("new; s2.2 ok")  # the read s1 was not run again
+
+
+def test_an_answer_made_only_of_the_goals_words_answers_nothing() -> None:
+    goal = "Which Python module imports the requests library?"
+    decision, acts, results = _ran(("s1", "search_text", "src/sync.py:3: import requests", []),
+                                   ("s2", None, "Requests.", ["s1"]))
+    assert echoed_goal(goal, decision, acts, results) == "s2"
+    results[1] = results[1].model_copy(update={"output": "src/sync.py"})
+    assert echoed_goal(goal, decision, acts, results) == ""
+    # content fed to a write may repeat the goal
+    decision, acts, results = _ran(("s1", None, "hello", []), ("s2", "write_file", "wrote 5 bytes", ["s1"]))
+    assert echoed_goal("Write hello to X.txt", decision, acts, results) == ""
+    # a path the goal names is no answer to promote on
+    decision, acts, results = _ran(("s1", "read_file", "port = 8443", []), ("s2", None, "config/server.toml", ["s1"]))
+    assert grounded_answer("Which port does config/server.toml set?", decision, acts, results) == ("", [])
+
+
+async def test_done_over_an_echo_of_the_goal_is_turned_into_replan() -> None:
+    goal = "Which Python module imports the requests library?"
+    decision, _acts, results = _ran(("s1", "search_text", "src/sync.py:3: import requests", []),
+                                    ("s2", None, "requests", ["s1"]))
+    state = LoopState(goal=goal, thread_id="t1", iteration=1, current_decision=decision, step_results=results)
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "requests"}
+    got = await LLMPlanner(ScriptedChatModel(responses=[done]), settings=COMPACT).assess_status(goal, state, PlanContext())
+    assert got.status == "replan" and "only repeats words of the goal" in got.summary

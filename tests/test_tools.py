@@ -58,7 +58,7 @@ def test_search_text_rejects_an_invalid_regex_with_the_pattern_named(workspace: 
 
 def test_write_file_creates_folders_and_stays_inside(workspace: Path) -> None:
     out = make_builtin_tools(workspace)["write_file"].invoke({"path": "out/report.md", "content": "hi"})
-    assert out == "wrote 2 bytes to out/report.md"
+    assert out == "wrote 2 bytes to out/report.md:\nhi"
     assert (workspace / "out" / "report.md").read_text() == "hi"
 
 
@@ -151,6 +151,33 @@ def test_list_dir_recursive_lists_every_file_below(workspace: Path) -> None:
     assert out.splitlines() == ["notes.md", "src/app.py"]
 
 
+def test_a_phrase_no_line_holds_answers_with_the_lines_holding_most_of_its_words(tmp_path: Path) -> None:
+    (tmp_path / "README.md").write_text("# Tool\n\nMaintainer: Ada Byron <ada@example.org>\nLicense: MIT\n")
+    (tmp_path / "sync.py").write_text('"""Upload ledgers."""\nUPLOAD_URL = "https://x.example/api/ledgers"\nimport os\n')
+    search = make_builtin_tools(tmp_path)["search_text"]
+    out = search.invoke({"pattern": "maintainer's email address"}).splitlines()
+    assert out == ["README.md:3: Maintainer: Ada Byron <ada@example.org>",
+                   "(no line contains \"maintainer's email address\" exactly; these lines hold the most of its "
+                   "words: maintainer, email, address)"]
+    ranked = search.invoke({"pattern": "URL the sync module uploads ledgers to", "path": "sync.py"}).splitlines()
+    assert ranked[0] == 'sync.py:2: UPLOAD_URL = "https://x.example/api/ledgers"'  # url + upload + ledger
+    assert ranked[1] == 'sync.py:1: """Upload ledgers."""'
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ({"pattern": "requests", "path": "README.md"}, "no matches for 'requests' in README.md"),  # one word
+        ({"pattern": "zebra quagga"}, "no matches for 'zebra quagga'"),  # no word anywhere
+        ({"pattern": "maintainer.*email", "regex": True}, "no matches for 'maintainer.*email'"),  # a regex is exact
+        ({"pattern": "what is the"}, "no matches for 'what is the'"),  # only glue words
+    ],
+)
+def test_an_exact_search_that_finds_nothing_says_so_and_where(tmp_path: Path, args: dict[str, Any], expected: str) -> None:
+    (tmp_path / "README.md").write_text("Maintainer: Ada\nThe email is ada@example.org\n")
+    assert make_builtin_tools(tmp_path)["search_text"].invoke(args) == expected
+
+
 def test_read_file_from_a_start_line(workspace: Path) -> None:
     assert make_builtin_tools(workspace)["read_file"].invoke({"path": "notes.md", "start_line": 2}) == (
         "TODO: write the intro\n"
@@ -183,3 +210,12 @@ def test_an_agent_reads_the_refusal_and_can_correct_itself(workspace: Path) -> N
     assert [m.status for m in tool_messages] == ["error", "success"]
     assert "outside the workspace" in str(tool_messages[0].content)
     assert out["messages"][-1].content == "The note says to write the intro."
+
+
+def test_a_write_answers_with_the_start_of_what_it_wrote(workspace: Path) -> None:
+    write = make_builtin_tools(workspace)["write_file"]
+    long = "x" * (tools_mod.WRITE_ECHO_CHARS + 7)
+    assert write.invoke({"path": "a.txt", "content": long}) == (
+        f"wrote {len(long)} bytes to a.txt:\n{'x' * tools_mod.WRITE_ECHO_CHARS}… (7 more characters)")
+    assert write.invoke({"path": "b.txt", "content": " \n"}) == "wrote 2 bytes to b.txt (nothing but whitespace)"
+    assert (workspace / "a.txt").read_text() == long

@@ -195,6 +195,8 @@ class PlannerNodes:
             failure_policy=self.failure_policy,
             max_plan_steps=run_options().get("max_plan_steps", self.max_plan_steps),
             allowed_capabilities=names or None,
+            # what each tool is (read-only or not, its schema): a repeated read is merged by it
+            capabilities=self.context.available_capabilities or None,
         )
 
     def _context(self, view: LoopView) -> PlanContext:

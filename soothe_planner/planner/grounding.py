@@ -5,14 +5,20 @@ an answer step that miscounted a listing or guessed a number. Nothing cheap can 
 answer is right; something cheap can check that the facts it states came from somewhere. The
 answer of a plan is the output of its final model step; its *checkable facts* are the tokens a
 model cannot paraphrase — numbers, file paths, e-mail addresses, URLs. Each must appear, as a
-whole token, in the output of a tool step of the goal or in the goal itself. A fact that appears
-in none was made up or computed by the model, and a "done" resting on it is turned into "replan"
-with the facts named (``PlannerSettings.require_grounded_answer``; on by default under the compact
+whole token, in the output of a tool step the answer depends on (directly or not) or in the goal
+itself. A fact that appears in none was made up or computed by the model, and a "done" resting on
+it is turned into "replan" with the facts named (``PlannerSettings.require_grounded_answer``; on by default under the compact
 prompt profile, where the assessing model is small).
+
+A count is the one computed fact it can check: a model step asked for a count lists the items it
+counted (its *working*), and a count equal to the number of listed items, each found in a tool's
+output and none twice, is grounded (``counted_items``). For such a step that is the *only* way a
+whole number is grounded: the total of a listing or a line number would otherwise vouch for a
+miscount (a 1.5B model answered "11 Python files", the listing's total of all files).
 
 Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
 judge model is what the small-model setting does not have. The rule refuses some right answers —
-a count is computed, never copied — which is the side it should err on: a refused right answer is
+a sum is computed, never copied — which is the side it should err on: a refused right answer is
 a failure the user sees, a wrong answer called done is a false success they do not.
 """
 
@@ -20,10 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from soothe_planner.models import AgentDecision, PlanStep, StepAction, StepResult
+from soothe_planner.parsing import is_count_task
 
-__all__ = ["answer_facts", "ungrounded_facts"]
+__all__ = ["answer_facts", "counted_items", "echoed_goal", "grounded_answer", "ungrounded_facts"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -53,24 +61,127 @@ def ungrounded_facts(
 ) -> tuple[str, list[str]]:
     """``(the answer step's id, its facts found in no tool output nor the goal)``; ``("", [])`` when
     the last plan does not end in one model step that succeeded."""
-    if decision is None or not decision.steps:
+    judged = _judge(goal, decision, nodes, results)
+    return (judged.step_id, judged.missing) if judged else ("", [])
+
+
+def grounded_answer(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
+) -> tuple[str, list[str]]:
+    """``(the answer step's id, its facts)`` when the last plan ran every step to success and its
+    answer states at least one checkable fact, every one found in the tool outputs it read;
+    ``("", [])`` otherwise, and always for a count (its list is the model's claim, not a tool's).
+
+    This is what lets a small assessment's "continue" over a finished, sourced answer be read as
+    the "done" it is (``llm_planner``): nothing of the plan is left to continue.
+    """
+    judged = _judge(goal, decision, nodes, results)
+    if judged is None or judged.counts or judged.missing or not judged.facts or decision is None:
         return "", []
+    if echoed_goal(goal, decision, nodes, results):
+        return "", []
+    ok = {r.step_id for r in results if r.success}
+    if not all(s.id in ok for s in decision.steps):
+        return "", []
+    return judged.step_id, judged.facts
+
+
+def echoed_goal(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
+) -> str:
+    """The id of a final answer step whose answer is nothing but words of the goal, or "".
+
+    "Which module imports the requests library?" answered "requests": no fact to check, and a
+    small assessment called it done. An answer that adds no word to the question answers nothing.
+    Only a question's answer (a final model step) is judged: content fed to a write may rightly
+    repeat the goal ("write hello to X").
+    """
+    judged = _judge(goal, decision, nodes, results)
+    if judged is None or not judged.final:
+        return ""
+    words = _WORDS.findall(judged.answer.lower())
+    return judged.step_id if words and set(words) <= set(_WORDS.findall(goal.lower())) else ""
+
+
+_WORDS = re.compile(r"[^\W_]+")
+
+
+class _Judged(NamedTuple):
+    step_id: str
+    facts: list[str]
+    missing: list[str]
+    counts: bool
+    final: bool
+    answer: str
+
+
+def _judge(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
+) -> _Judged | None:
+    if decision is None or not decision.steps:
+        return None
     needed = {d for s in decision.steps for d in s.depends_on}
     finals = [s for s in decision.steps if s.id not in needed]
     by_id = {r.step_id: r for r in results}
     # the answer is the final model step's output; a final write carries it in its content
     answer_steps = [s for s in finals if not (s.tool or s.tools or s.subagent)]
+    final = bool(answer_steps)
     if not answer_steps:
         writes = [s for s in finals if s.tool]
         fed = {d for s in writes for d in s.depends_on}
         answer_steps = [s for s in decision.steps if s.id in fed and not (s.tool or s.tools or s.subagent)]
     if len(answer_steps) != 1:
-        return "", []
+        return None
     step = answer_steps[0]
     result = by_id.get(step.id)
     if result is None or not result.success:
-        return "", []
-    tool_ids = {n.id for n in nodes if n.tool or n.tools}
+        return None
+    ancestors = _ancestors(step.id, nodes)
+    tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in ancestors}
     sources = "\n".join([goal, *(r.output for r in results if r.success and r.step_id in tool_ids)])
-    missing = [f for f in answer_facts(result.output) if not _contains(sources, f)]
-    return step.id, missing
+    counted = counted_items(result.outcome.get("working"), sources)
+    facts = answer_facts(result.output)
+    count = is_count_task(step.description)
+    if count:
+        # a count appearing somewhere in a tool's output proves nothing (a listing's total, a
+        # line number): only the list it counts does
+        missing = [f for f in facts if f != counted and (f.isdigit() or not _contains(sources, f))]
+    else:
+        missing = [f for f in facts if not _contains(sources, f) and f != counted]
+    return _Judged(step.id, facts, missing, count, final, result.output)
+
+
+def _ancestors(step_id: str, nodes: Sequence[PlanStep | StepAction]) -> set[str]:
+    """Every step ``step_id`` depends on, directly or not: the only outputs its model could read.
+
+    A write that runs after the answer echoes the answer's own text, so the goal's other tool
+    outputs are not sources: only what fed the answer is.
+    """
+    deps = {n.id: n.depends_on for n in nodes}
+    seen: set[str] = set()
+    frontier = list(deps.get(step_id, []))
+    while frontier:
+        sid = frontier.pop()
+        if sid not in seen:
+            seen.add(sid)
+            frontier.extend(deps.get(sid, []))
+    return seen
+
+
+_ITEM_PREFIX = re.compile(r"^\s*(?:(?:\d+[.):]|[-*•])\s*)+")
+
+
+def counted_items(working: object, sources: str) -> str:
+    """The count the model's working proves, as text, or "" when it proves none.
+
+    A model step that counts lists the items first (``execution/steps.py``). The count is grounded
+    when every listed item, its enumeration dropped, is found in the tools' outputs and no item is
+    listed twice: then the number is the length of a list the tools vouch for, not a guess.
+    """
+    if not isinstance(working, list) or not working:
+        return ""
+    low = " ".join(sources.lower().split())
+    items = [" ".join(_ITEM_PREFIX.sub("", str(line)).lower().split()).strip(" .,;`'\"") for line in working]
+    if any(len(item) < 2 or item not in low for item in items) or len(set(items)) != len(items):
+        return ""
+    return str(len(items))

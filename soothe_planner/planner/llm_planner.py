@@ -64,8 +64,8 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
 from soothe_planner.planner.calls import Caller, Tally
-from soothe_planner.planner.grounding import ungrounded_facts
-from soothe_planner.planner.plan_rules import ends_in_gathering, writes_not_asked_for
+from soothe_planner.planner.grounding import echoed_goal, grounded_answer, ungrounded_facts
+from soothe_planner.planner.plan_rules import ends_in_gathering, retries_missing_data, writes_not_asked_for
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
@@ -266,13 +266,36 @@ class LLMPlanner(SyncPlannerMethods):
             results = pm.step_results() if pm is not None else latest_results(state.step_results)
             nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
             step_id, missing = ungrounded_facts(goal, state.current_decision, nodes, results)
-            if missing:
+            echo = echoed_goal(goal, state.current_decision, nodes, results)
+            if echo:
+                self.stats.guard_overrides += 1
+                logger.warning("plan-assess: 'done' rests on %s, which only repeats the goal's words; 'replan'", echo)
+                a = a.model_copy(update={
+                    "status": "replan", "goal_progress": min(a.goal_progress, 0.5),
+                    "summary": f"[guard: the answer in {echo} only repeats words of the goal] {a.summary}".strip(),
+                })
+            elif missing:
                 self.stats.guard_overrides += 1
                 shown = ", ".join(repr(f) for f in missing[:5])
                 logger.warning("plan-assess: 'done' rests on %s, which no tool returned; 'replan'", shown)
                 a = a.model_copy(update={
                     "status": "replan", "goal_progress": min(a.goal_progress, 0.5),
                     "summary": f"[guard: the answer in {step_id} states {shown}, found in no tool output] {a.summary}".strip(),
+                })
+        if a.status == "continue" and self._grounding_required() and pm is not None and not pm.has_unfinished():
+            results = pm.step_results()
+            step_id, facts = grounded_answer(goal, state.current_decision, pm.nodes, results)
+            if step_id:
+                # "continue" means the plan stands, and none of it is left to run: a small assessing
+                # model says so over a finished answer whose every fact a tool returned
+                self.stats.guard_overrides += 1
+                shown = ", ".join(repr(f) for f in facts[:5])
+                logger.warning("plan-assess: 'continue' with the plan finished and %s answering from tool "
+                               "output (%s); 'done'", step_id, shown)
+                a = a.model_copy(update={
+                    "status": "done", "goal_progress": 1.0,
+                    "summary": f"[guard: the plan ran to its end; {step_id} answers with {shown}, each from a tool "
+                               f"output] {a.summary}".strip(),
                 })
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
@@ -435,7 +458,9 @@ class LLMPlanner(SyncPlannerMethods):
                 return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
             if compact:
                 problems = [p for p in (ends_in_gathering(gen.decision, by_name),
-                                        *writes_not_asked_for(goal, gen.decision, by_name)) if p]
+                                        *writes_not_asked_for(goal, gen.decision, by_name),
+                                        *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
+                            if p]
                 if problems:
                     return problems
             if pm is not None:

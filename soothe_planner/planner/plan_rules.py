@@ -1,19 +1,21 @@
 """What a small model's plan must hold beyond the DAG's own rules (the compact prompt profile).
 
-The DAG validator (``dag/``) judges any plan: ids, dependencies, references, arguments. These two
+The DAG validator (``dag/``) judges any plan: ids, dependencies, references, arguments. These
 rules judge what a plan is *for*, and apply only under the compact profile, where the planner is
 a small model that was seen to break them on real goals: a plan that only reads, re-planned every
-iteration without ever answering; and a question answered by writing over the file just read.
+iteration without ever answering; a question answered by writing over the file just read; and an
+answer that found its data lacking, asked again of the same data every iteration.
 Each returns the re-ask's words, so the model is told exactly what to change.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 
-from soothe_planner.models import AgentDecision, Capability, StepAction
+from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
-__all__ = ["ends_in_gathering", "writes_not_asked_for"]
+__all__ = ["ends_in_gathering", "retries_missing_data", "writes_not_asked_for"]
 
 
 def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
@@ -52,4 +54,51 @@ def writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mappi
         if isinstance(path, str) and path.strip() and path.strip().lstrip("./") not in goal:
             problems.append(f"step {s.id} writes {path!r}, which the goal does not name: write only the files "
                             "the goal asks for (a question is answered by an answer step, not a file)")
+    return problems
+
+
+def _words(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _call(tool: str, args: Mapping[str, object]) -> str:
+    return f"{tool} {json.dumps(args, sort_keys=True, default=str)}"
+
+
+def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
+    """Answer steps that ask again what a failed ``missing_data`` step asked, with no new data.
+
+    A small model re-plans a step that answered "MISSING: ..." word for word, over the same
+    search that found nothing, until the iterations run out (seen on three goals of four
+    iterations each). Such a step is refused unless something it depends on, directly or not, is
+    a tool call not made before: new data is the only thing that can change its answer.
+    """
+    missed = {_words(n.description): n for n in nodes
+              if n.status == "failed" and n.result is not None and n.result.error_type == "missing_data"
+              and not (n.tool or n.tools or n.subagent)}
+    if not missed:
+        return []
+    made = {_call(n.tool, n.args) for n in nodes if n.tool and n.status == "completed"}
+    by_id = {s.id: s for s in decision.steps}
+
+    def fresh_data(step: StepAction, seen: set[str]) -> bool:
+        for dep in step.depends_on:
+            d = by_id.get(dep)
+            if d is None or dep in seen:
+                continue  # a finished step of the goal: data the failed step could already read
+            seen.add(dep)
+            if (d.tool and _call(d.tool, d.args) not in made) or d.tools or d.subagent or fresh_data(d, seen):
+                return True
+        return False
+
+    problems = []
+    for s in decision.steps:
+        old = missed.get(_words(s.description)) if not (s.tool or s.tools or s.subagent) else None
+        if old is not None and not fresh_data(s, set()):
+            reason = (old.result.error or "").split(": ", 1)[-1][:120] if old.result else ""
+            problems.append(
+                f"step {s.id} asks again what {old.id} asked, and {old.id} found the answer missing in its data "
+                f"({reason}): first add a step that gets other data (read a listed file that may hold it, or "
+                f"search one distinctive word in \".\", the whole workspace) and make {s.id} depend on it"
+            )
     return problems

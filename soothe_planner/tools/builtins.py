@@ -51,6 +51,7 @@ from typing import IO, Any, TypeVar
 import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
+from soothe_planner.tools.search_words import MAX_WORD_CANDIDATES, phrase_words, rank_by_words, words_matcher
 from soothe_planner.tools.workspace import Workspace
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "MAX_SEARCH_HITS",
     "MAX_WRITE_CHARS",
     "SEARCH_TIME_LIMIT_S",
+    "WRITE_ECHO_CHARS",
     "make_builtin_tools",
     "resolve_in_workspace",
     "workspace_files",
@@ -72,6 +74,10 @@ MAX_SEARCH_HITS = 50
 MAX_SEARCH_FILE_BYTES = 1_000_000
 MAX_WRITE_CHARS = 1_000_000
 SEARCH_TIME_LIMIT_S = 10.0
+WRITE_ECHO_CHARS = 300
+"""A write answers with the start of what it wrote: "wrote 29 bytes" cannot tell whoever judges the
+goal (a small assessing model kept saying "continue" over a correct file it could not see) that
+the file holds what was asked."""
 _MAX_SKIPPED_NAMED = 20
 _LINE_CHUNK = 64 * 1024  # a line longer than this is read in pieces, so memory stays bounded
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
@@ -221,15 +227,10 @@ def make_builtin_tools(
             fh.seek(0)
             return _read_lines(fh, path, start_line, end_line, os.fstat(fd).st_size)
 
-    @_os_errors
-    def search_text(pattern: str, path: str = ".", regex: bool = False) -> str:
-        if not pattern:
-            raise ToolException("search pattern is empty")
-        matcher = _compile(pattern, regex)
+    def _scan(path: str, pattern: str, matcher: Any, cap: int, skipped: list[str]) -> tuple[list[tuple[str, str]], bool]:
+        """``([(file:line, text)], stopped at cap)`` for the lines below ``path`` that ``matcher`` finds."""
         deadline = time.monotonic() + SEARCH_TIME_LIMIT_S
-        hits: list[str] = []
-        skipped: list[str] = []
-        more = False
+        hits: list[tuple[str, str]] = []
         for rel, fh in _searchable(ws, path, skipped):
             with fh:
                 if _is_binary(fh.read(8192)):
@@ -248,13 +249,29 @@ def make_builtin_tools(
                             "exponentially: simplify the pattern"
                         ) from None
                     if found:
-                        if len(hits) >= MAX_SEARCH_HITS:
-                            more = True
-                            break
-                        hits.append(f"{rel}:{number}: {line.strip()[:200]}")
-            if more:
-                break
-        lines = hits or [f"no matches for {pattern!r}"]
+                        if len(hits) >= cap:
+                            return hits, True
+                        hits.append((f"{rel}:{number}", line.strip()[:200]))
+        return hits, False
+
+    @_os_errors
+    def search_text(pattern: str, path: str = ".", regex: bool = False) -> str:
+        if not pattern:
+            raise ToolException("search pattern is empty")
+        skipped: list[str] = []
+        found, more = _scan(path, pattern, _compile(pattern, regex), MAX_SEARCH_HITS, skipped)
+        lines = [f"{label}: {text}" for label, text in found]
+        words = [] if found or regex else phrase_words(pattern)
+        if words:
+            candidates, _ = _scan(path, pattern, words_matcher(words), MAX_WORD_CANDIDATES, [])
+            ranked = rank_by_words(candidates, words)
+            if ranked:
+                # the lines first: a small model reading "no line contains" first answered MISSING
+                lines = [*ranked, f"(no line contains {pattern!r} exactly; these lines hold the most of "
+                                  f"its words: {', '.join(words)})"]
+        if not lines:
+            where = "" if path.strip() in {"", "."} else f" in {path}"
+            lines = [f"no matches for {pattern!r}{where}"]
         if more:
             lines.append(f"... (stopped at {MAX_SEARCH_HITS} matches)")
         if skipped:
@@ -267,7 +284,11 @@ def make_builtin_tools(
             raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
         data = content.encode("utf-8")
         resolved = ws.write_file(path, data)
-        return f"wrote {len(data)} bytes to {resolved.rel}"
+        if not content.strip():
+            return f"wrote {len(data)} bytes to {resolved.rel} (nothing but whitespace)"
+        shown = content if len(content) <= WRITE_ECHO_CHARS else (
+            f"{content[:WRITE_ECHO_CHARS]}… ({len(content) - WRITE_ECHO_CHARS} more characters)")
+        return f"wrote {len(data)} bytes to {resolved.rel}:\n{shown}"
 
     specs: list[tuple[Callable[..., str], str, bool]] = [
         (
