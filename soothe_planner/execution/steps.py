@@ -36,9 +36,6 @@ well hold JSON that looks like a call):
   the execution, so a benchmark can tell this recovery (ours alone) from the model adapter's
   lifting (``local/embedded.py``, which helps every strategy on the model).
 - An empty or whitespace-only output fails the step (``empty_output``).
-- A model step asked for a count writes a verdict per candidate (``item | yes``/``item | no``),
-  then ``ANSWER: n``; its output is the number of yes verdicts, and those items are kept in its
-  outcome as ``working``, the evidence grounding checks the number against.
 - A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
   the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
@@ -56,9 +53,8 @@ The model step's system prompt is short: answer from the data, call no tool, inv
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
@@ -82,21 +78,17 @@ from soothe_planner.execution.runners import (
     single_string_field,
 )
 from soothe_planner.models import PlanStep, StepResult
-from soothe_planner.parsing import TextToolCall, TextToolCalls, is_count_task, read_text_tool_calls
+from soothe_planner.parsing import TextToolCall, TextToolCalls, read_text_tool_calls
 
 if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.dag import PlanManager
 
-__all__ = ["COUNT_BY_LISTING", "MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "StepOutput", "StepRunner", "step_kind"]
+__all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "StepOutput", "StepRunner", "step_kind"]
 
 StepKind = Literal["subagent", "remote", "agent", "tool", "tool_input", "tool_args", "model"]
 
 MISSING_MARK = "MISSING:"
-ANSWER_MARK = "ANSWER:"
-"""A model step that shows its working (a count's verdicts, ``COUNT_BY_LISTING``) gives its result
-after this mark on a line of its own. A small model counting in its head copied a listing's total
-(11 files for "how many Python files", four of them .py) or missed by one."""
 MODEL_STEP_SOURCES = 8
 """A model step reads its dependencies' outputs and then their own dependencies', nearest first, up
 to this many: a plan "read the file → search it → answer" must not lose the file to a search that
@@ -106,11 +98,6 @@ MODEL_STEP_SYSTEM = (
     "You have no tools: do not call or write tool calls. Do not invent facts, file names or file "
     f'contents. If the data does not hold the answer, reply with one line: "{MISSING_MARK} <what the data '
     'lacks>". Otherwise reply with the answer only.'
-)
-COUNT_BY_LISTING = (
-    "Count by checking each item: write every candidate item from the data on its own line, followed by "
-    '" | yes" when the step counts it or " | no" when it does not (for example "notes.md | no"), then a last '
-    f'line "{ANSWER_MARK} <how many yes>".'
 )
 TOOL_ARGS_SYSTEM = (
     "You carry out one step of a larger plan by calling the one tool you are given. Fill in its "
@@ -298,9 +285,6 @@ class StepRunner:
     ) -> StepOutput:
         model = self._model("model_step", step, "names no tool or subagent, so it is a model step")
         task = self._task(step, completed, briefing, _ancestors(manager, step))
-        counts = is_count_task(step.description)
-        if counts:
-            task = f"{task}\n\n{COUNT_BY_LISTING}"
         try:
             reply = await model.ainvoke(
                 [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task)],
@@ -311,7 +295,6 @@ class StepRunner:
         except Exception as exc:
             raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
         out = await self._settle(manager, step, reply, "model", (), config)
-        out = _after_working(out, counts=counts)
         if out.text.lstrip().upper().startswith(MISSING_MARK):
             # the model said the data does not hold the answer: a step that found nothing did not
             # do its work, and what depends on it (a file to write) must not run on that sentence
@@ -489,42 +472,6 @@ class StepRunner:
             return StepOutput(text, outcome, kind, names, from_text)
         joined = "\n\n".join(f"{c.describe()}:\n{text}" for c, text, _ in results)
         return StepOutput(joined, {}, kind, names, from_text)
-
-
-_VERDICT = re.compile(r"^(.*)\|\s*(yes|no)\b\W*$", re.IGNORECASE)
-
-
-def _after_working(out: StepOutput, *, counts: bool) -> StepOutput:
-    """``out`` with the model's working moved aside.
-
-    The text after the last line-leading ANSWER_MARK is the output, the lines before it the
-    working. A count's working is one verdict per candidate (``item | yes``/``item | no``): the
-    count is the number of yes verdicts, tallied here rather than taken from the model's sum. The
-    items said yes to go to ``outcome["working"]``, where grounding checks each against the tools'
-    outputs (``planner/grounding.py``), only when the model's own ANSWER states that same number:
-    a count is offered as evidence only when both readings of the reply agree.
-    """
-    lines = out.text.splitlines()
-    marks = [i for i, line in enumerate(lines) if line.lstrip().upper().startswith(ANSWER_MARK)]
-    end = marks[-1] if marks else len(lines)
-    verdicts = [m for line in lines[:end] if (m := _VERDICT.match(line.strip()))] if counts else []
-    if verdicts:
-        yes = [m.group(1).strip() for m in verdicts if m.group(2).lower() == "yes"]
-        said = lines[end].lstrip()[len(ANSWER_MARK):].strip() if marks else ""
-        # two readings of one reply: the verdicts' tally and the model's own sum; only when they
-        # agree is the list offered as the count's evidence (a 1.5B model said yes to 8 of 11
-        # files for "Python files", 4 of them .py)
-        agreed = str(len(yes)) in re.findall(r"\d+", said)
-        outcome = {**out.outcome, "working": yes if agreed else [], "checked": len(verdicts), "model_answer": said}
-        return replace(out, text=str(len(yes)), outcome=outcome)
-    if not marks:
-        return out
-    first = lines[end].lstrip()[len(ANSWER_MARK):].strip()
-    text = "\n".join([first, *lines[end + 1:]]).strip()
-    if not text:
-        return out
-    working = [line.strip() for line in lines[:end] if line.strip()]
-    return replace(out, text=text, outcome={**out.outcome, "working": working})
 
 
 def _ancestors(manager: PlanManager, step: PlanStep, limit: int = MODEL_STEP_SOURCES) -> list[str]:

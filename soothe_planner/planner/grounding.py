@@ -10,11 +10,13 @@ itself. A fact that appears in none was made up or computed by the model, and a 
 it is turned into "replan" with the facts named (``PlannerSettings.require_grounded_answer``; on by default under the compact
 prompt profile, where the assessing model is small).
 
-A count is the one computed fact it can check: a model step asked for a count lists the items it
-counted (its *working*), and a count equal to the number of listed items, each found in a tool's
-output and none twice, is grounded (``counted_items``). For such a step that is the *only* way a
-whole number is grounded: the total of a listing or a line number would otherwise vouch for a
-miscount (a 1.5B model answered "11 Python files", the listing's total of all files).
+A count is never grounded: a model step asked for one ("how many", "count", "the number of")
+computes it, and its number found somewhere in a tool's output proves nothing (a 1.5B model
+answered "11 Python files", the total of a listing of 11 files, four of them .py). Two ways to let a
+small model show its working were measured and dropped: a numbered list of what it counted, and a
+yes/no verdict per candidate tallied here with the model's own sum required to agree — both were
+consistently wrong together (8 of 11 files said to be Python; 3 of 4 CSV rows), so each would
+have reported a wrong count as done.
 
 Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
 judge model is what the small-model setting does not have. The rule refuses some right answers —
@@ -31,7 +33,7 @@ from typing import NamedTuple
 from soothe_planner.models import AgentDecision, PlanStep, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
 
-__all__ = ["answer_facts", "counted_items", "echoed_goal", "grounded_answer", "ungrounded_facts"]
+__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "ungrounded_facts"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -70,7 +72,7 @@ def grounded_answer(
 ) -> tuple[str, list[str]]:
     """``(the answer step's id, its facts)`` when the last plan ran every step to success and its
     answer states at least one checkable fact, every one found in the tool outputs it read;
-    ``("", [])`` otherwise, and always for a count (its list is the model's claim, not a tool's).
+    ``("", [])`` otherwise, and always for a count (computed, never copied).
 
     This is what lets a small assessment's "continue" over a finished, sourced answer be read as
     the "done" it is (``llm_planner``): nothing of the plan is left to continue.
@@ -93,17 +95,25 @@ def echoed_goal(
 
     "Which module imports the requests library?" answered "requests": no fact to check, and a
     small assessment called it done. An answer that adds no word to the question answers nothing.
-    Only a question's answer (a final model step) is judged: content fed to a write may rightly
-    repeat the goal ("write hello to X").
+    Only a question's answers (final model steps, every one of them) are judged: content fed to a
+    write may rightly repeat the goal ("write hello to X"). Glue words ("is", "the") do not make
+    an echo an answer: "The module that imports requests is requests." is one too.
     """
-    judged = _judge(goal, decision, nodes, results)
-    if judged is None or not judged.final:
+    if decision is None:
         return ""
-    words = _WORDS.findall(judged.answer.lower())
-    return judged.step_id if words and set(words) <= set(_WORDS.findall(goal.lower())) else ""
+    needed = {d for s in decision.steps for d in s.depends_on}
+    answers = [s.id for s in decision.steps if s.id not in needed and not (s.tool or s.tools or s.subagent)]
+    outputs = {r.step_id: r.output for r in results if r.success}
+    goal_words = set(_WORDS.findall(goal.lower())) | _GLUE
+    said = [set(_WORDS.findall(outputs[sid].lower())) for sid in answers if sid in outputs]
+    # every final answer the plan gave echoes the goal (a plan may end in several)
+    if said and len(said) == len(answers) and all(words and words <= goal_words for words in said):
+        return answers[0]
+    return ""
 
 
 _WORDS = re.compile(r"[^\W_]+")
+_GLUE = frozenset(["a", "an", "the", "is", "are", "was", "it", "its", "this", "that", "of", "in", "to", "by", "from"])
 
 
 class _Judged(NamedTuple):
@@ -111,8 +121,6 @@ class _Judged(NamedTuple):
     facts: list[str]
     missing: list[str]
     counts: bool
-    final: bool
-    answer: str
 
 
 def _judge(
@@ -125,7 +133,6 @@ def _judge(
     by_id = {r.step_id: r for r in results}
     # the answer is the final model step's output; a final write carries it in its content
     answer_steps = [s for s in finals if not (s.tool or s.tools or s.subagent)]
-    final = bool(answer_steps)
     if not answer_steps:
         writes = [s for s in finals if s.tool]
         fed = {d for s in writes for d in s.depends_on}
@@ -139,16 +146,12 @@ def _judge(
     ancestors = _ancestors(step.id, nodes)
     tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in ancestors}
     sources = "\n".join([goal, *(r.output for r in results if r.success and r.step_id in tool_ids)])
-    counted = counted_items(result.outcome.get("working"), sources)
     facts = answer_facts(result.output)
-    count = is_count_task(step.description)
-    if count:
-        # a count appearing somewhere in a tool's output proves nothing (a listing's total, a
-        # line number): only the list it counts does
-        missing = [f for f in facts if f != counted and (f.isdigit() or not _contains(sources, f))]
-    else:
-        missing = [f for f in facts if not _contains(sources, f) and f != counted]
-    return _Judged(step.id, facts, missing, count, final, result.output)
+    count = is_count_task(step.description) or is_count_task(goal)
+    # a count's number found somewhere in a tool's output proves nothing (a listing's total, a
+    # date's day): a count task's whole numbers are never grounded
+    missing = [f for f in facts if (count and f.isdigit()) or not _contains(sources, f)]
+    return _Judged(step.id, facts, missing, count)
 
 
 def _ancestors(step_id: str, nodes: Sequence[PlanStep | StepAction]) -> set[str]:
@@ -168,20 +171,3 @@ def _ancestors(step_id: str, nodes: Sequence[PlanStep | StepAction]) -> set[str]
     return seen
 
 
-_ITEM_PREFIX = re.compile(r"^\s*(?:(?:\d+[.):]|[-*•])\s*)+")
-
-
-def counted_items(working: object, sources: str) -> str:
-    """The count the model's working proves, as text, or "" when it proves none.
-
-    A model step that counts lists the items first (``execution/steps.py``). The count is grounded
-    when every listed item, its enumeration dropped, is found in the tools' outputs and no item is
-    listed twice: then the number is the length of a list the tools vouch for, not a guess.
-    """
-    if not isinstance(working, list) or not working:
-        return ""
-    low = " ".join(sources.lower().split())
-    items = [" ".join(_ITEM_PREFIX.sub("", str(line)).lower().split()).strip(" .,;`'\"") for line in working]
-    if any(len(item) < 2 or item not in low for item in items) or len(set(items)) != len(items):
-        return ""
-    return str(len(items))
