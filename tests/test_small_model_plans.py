@@ -423,3 +423,19 @@ async def test_done_over_an_echo_of_the_goal_is_turned_into_replan() -> None:
     done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "requests"}
     got = await LLMPlanner(ScriptedChatModel(responses=[done]), settings=COMPACT).assess_status(goal, state, PlanContext())
     assert got.status == "replan" and "only repeats words of the goal" in got.summary
+
+
+async def test_a_miscount_the_assessment_calls_done_never_ends_the_run_done(tmp_path: Path) -> None:
+    """Regression (goal suite, 1.5B): 'How many data rows …' answered 3 of 4 and called done."""
+    # "3" is in the file (a quantity): a miscount that a tool output happens to hold
+    (tmp_path / "sales.csv").write_text("date,qty\n2026-03-01,3\n2026-03-04,1\n2026-03-09,2\n2026-03-15,5\n")
+    ctx, executor = _context(tmp_path)
+    plan = {"steps": [_step("s1", "read_file", {"path": "sales.csv"}),
+                      _step("s2", "answer", {"task": "give the number of data rows, not the header"}, "s1")]}
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "3 rows"}
+    model = ScriptedChatModel(responses=[plan, "3", done] * 4)
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=True,
+                               intake=False, max_iterations=3)
+    out = await graph.ainvoke(goal_input("How many data rows does sales.csv have?", thread_id="t1"), run_config("t1"))
+    assert out["status"] == "failed" and "max_iterations" in (out.get("error") or "")
