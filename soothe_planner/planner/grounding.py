@@ -30,10 +30,10 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from soothe_planner.models import AgentDecision, PlanStep, StepAction, StepResult
+from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
 
-__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "ungrounded_facts"]
+__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -56,6 +56,43 @@ def answer_facts(text: str) -> list[str]:
 
 def _contains(haystack: str, fact: str) -> bool:
     return re.search(rf"(?<![\w.]){re.escape(fact)}(?![\w])", haystack) is not None
+
+
+def guard_assessment(
+    goal: str,
+    a: StatusAssessment,
+    decision: AgentDecision | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    *,
+    plan_finished: bool,
+) -> tuple[StatusAssessment, str]:
+    """``(the assessment as the rules leave it, why it changed or "")``.
+
+    A "done" over an echo of the goal, or over a fact no tool it read returned, becomes "replan";
+    a "continue" over a finished plan (``plan_finished``: nothing of it left to run) whose answer
+    ``grounded_answer`` vouches for becomes "done".
+    """
+    if a.status == "done":
+        step_id, missing = ungrounded_facts(goal, decision, nodes, results)
+        echo = echoed_goal(goal, decision, nodes, results)
+        if echo:
+            why = f"the answer in {echo} only repeats words of the goal"
+        elif missing:
+            why = f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool output"
+        else:
+            return a, ""
+        update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5),
+                  "summary": f"[guard: {why}] {a.summary}".strip()}
+        return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
+    if a.status == "continue" and plan_finished:
+        step_id, facts = grounded_answer(goal, decision, nodes, results)
+        if step_id:
+            why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
+                   "each from a tool output")
+            update = {"status": "done", "goal_progress": 1.0, "summary": f"[guard: {why}] {a.summary}".strip()}
+            return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
+    return a, ""
 
 
 def ungrounded_facts(

@@ -40,14 +40,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel
 
 from soothe_planner.concurrency import ConcurrencyController
-from soothe_planner.dag import PlanManager, latest_results, validate_steps
+from soothe_planner.dag import PlanManager, latest_results
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -62,10 +59,10 @@ from soothe_planner.models import (
     StatusAssessment,
     StepResult,
 )
-from soothe_planner.parsing import ParsedDecision, parse_decision, parse_object, read_decision
+from soothe_planner.parsing import parse_object
 from soothe_planner.planner.calls import Caller, Tally
-from soothe_planner.planner.grounding import echoed_goal, grounded_answer, ungrounded_facts
-from soothe_planner.planner.plan_rules import ends_in_gathering, retries_missing_data, writes_not_asked_for
+from soothe_planner.planner.generation import Generated, decision_validator, plan_schema, readers
+from soothe_planner.planner.grounding import guard_assessment
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
@@ -74,10 +71,8 @@ from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     AssessStatus,
     ChooseContinuation,
-    GeneratePlan,
     ReflectOnPlan,
     RouteIntake,
-    generation_model,
     to_continuation,
     to_status_assessment,
 )
@@ -87,17 +82,6 @@ __all__ = ["LLMPlanner"]
 logger = logging.getLogger("soothe_planner.planner")
 
 PlanManagerFactory = Callable[[str, PlanContext], PlanManager]
-
-
-@dataclass
-class _Generated:
-    """A generation answer, from the structured path or the lenient parser alike."""
-
-    plan_action: Literal["new", "keep"]
-    decision: AgentDecision | None
-    next_action: str = ""
-    warnings: list[str] = field(default_factory=list)
-    raw: str = ""  # what the model wrote, for PlanResult.full_output
 
 
 def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None:
@@ -262,41 +246,14 @@ class LLMPlanner(SyncPlannerMethods):
                 summary=f"degraded: the planner could not assess ({len(exc.attempts)} attempts failed)", degraded=True,
             )
         a = outcome.value
-        if a.status == "done" and self._grounding_required():
+        if self._grounding_required():
             results = pm.step_results() if pm is not None else latest_results(state.step_results)
             nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
-            step_id, missing = ungrounded_facts(goal, state.current_decision, nodes, results)
-            echo = echoed_goal(goal, state.current_decision, nodes, results)
-            if echo:
+            finished = pm is not None and not pm.has_unfinished()
+            a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished)
+            if why:
                 self.stats.guard_overrides += 1
-                logger.warning("plan-assess: 'done' rests on %s, which only repeats the goal's words; 'replan'", echo)
-                a = a.model_copy(update={
-                    "status": "replan", "goal_progress": min(a.goal_progress, 0.5),
-                    "summary": f"[guard: the answer in {echo} only repeats words of the goal] {a.summary}".strip(),
-                })
-            elif missing:
-                self.stats.guard_overrides += 1
-                shown = ", ".join(repr(f) for f in missing[:5])
-                logger.warning("plan-assess: 'done' rests on %s, which no tool returned; 'replan'", shown)
-                a = a.model_copy(update={
-                    "status": "replan", "goal_progress": min(a.goal_progress, 0.5),
-                    "summary": f"[guard: the answer in {step_id} states {shown}, found in no tool output] {a.summary}".strip(),
-                })
-        if a.status == "continue" and self._grounding_required() and pm is not None and not pm.has_unfinished():
-            results = pm.step_results()
-            step_id, facts = grounded_answer(goal, state.current_decision, pm.nodes, results)
-            if step_id:
-                # "continue" means the plan stands, and none of it is left to run: a small assessing
-                # model says so over a finished answer whose every fact a tool returned
-                self.stats.guard_overrides += 1
-                shown = ", ".join(repr(f) for f in facts[:5])
-                logger.warning("plan-assess: 'continue' with the plan finished and %s answering from tool "
-                               "output (%s); 'done'", step_id, shown)
-                a = a.model_copy(update={
-                    "status": "done", "goal_progress": 1.0,
-                    "summary": f"[guard: the plan ran to its end; {step_id} answers with {shown}, each from a tool "
-                               f"output] {a.summary}".strip(),
-                })
+                logger.warning("plan-assess: %s", why)
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
@@ -388,88 +345,23 @@ class LLMPlanner(SyncPlannerMethods):
         allow_keep: bool,
         replace: bool,
         phase: str = "plan-generate",
-    ) -> _Generated:
+    ) -> Generated:
         prompt = self._prompt_checked(
             phases.generate_prompt(goal, state, context, assessment, pm, self.settings,
                                    max_steps=max_steps, instruction=instruction)
         )
-        validate = self._decision_validator(goal, context, pm, allow_keep=allow_keep, replace=replace, max_steps=max_steps)
-        read, parse = self._readers(context, max_steps, pm)
+        compact = self.settings.prompt_profile == "compact"
+        validate = decision_validator(goal, context, pm, compact=compact, allow_keep=allow_keep, replace=replace,
+                                      max_steps=max_steps)
+        read, parse = readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, _plan_schema(context, max_steps, allow_keep, compact=self.settings.prompt_profile == "compact"),
+            self.model, plan_schema(context, max_steps, allow_keep, compact=compact),
             prompt.messages(), phase=phase,
             convert=read, parse_text=parse, validate=validate,
             tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
         )
         outcome.value.raw = outcome.raw_text
         return outcome.value
-
-    # ------------------------------------------------------------------ generation helpers
-
-    def _readers(
-        self, context: PlanContext, max_steps: int, pm: PlanManager | None
-    ) -> tuple[Callable[[BaseModel], _Generated], Callable[[str], _Generated]]:
-        """How a generation answer is read: (from a structured answer, from text).
-
-        A structured answer gets the same repairs as a written one. Grammar-constrained output is
-        well-formed but not always sound: small models list a tool or a made-up name as a
-        dependency, or name a tool outside the allow-list. Both readers apply the lenient parser's
-        rules, so what those rules drop is dropped (with a warning) instead of spending a re-ask
-        on it; what the rules refuse (duplicate ids, cycles, a plan over the cap) is still refused.
-        """
-        rules: dict[str, Any] = {
-            "known_capabilities": context.capability_names() or None,
-            "max_steps": max_steps,
-            "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
-            "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
-        }
-
-        def generated(pd: ParsedDecision) -> _Generated:
-            return _Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
-
-        def read(obj: BaseModel) -> _Generated:
-            assert isinstance(obj, GeneratePlan)
-            if obj.plan_action != "new":
-                return _Generated(obj.plan_action, None, obj.next_action)
-            return generated(read_decision(obj.model_dump(), **rules))
-
-        def parse(text: str) -> _Generated:
-            return generated(parse_decision(text, **rules))
-
-        return read, parse
-
-    def _decision_validator(
-        self, goal: str, context: PlanContext, pm: PlanManager | None, *, allow_keep: bool, replace: bool, max_steps: int
-    ) -> Callable[[_Generated], list[str]]:
-        names = context.capability_names() or None
-        offered = context.available_capabilities or None
-        by_name = {c.name: c for c in offered} if offered else None
-        compact = self.settings.prompt_profile == "compact"
-
-        def validate(gen: _Generated) -> list[str]:
-            if gen.plan_action == "keep":
-                if allow_keep:
-                    return []
-                return ["there is no plan in flight, so plan_action 'keep' is not possible: "
-                        "answer plan_action 'new' with at least one step"]
-            if gen.decision is None or not gen.decision.steps:
-                return ["plan_action 'new' needs at least one step"]
-            if len(gen.decision.steps) > max_steps:
-                return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
-            if compact:
-                problems = [p for p in (ends_in_gathering(gen.decision, by_name),
-                                        *writes_not_asked_for(goal, gen.decision, by_name),
-                                        *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
-                            if p]
-                if problems:
-                    return problems
-            if pm is not None:
-                # the offered tools' schemas and descriptions, whatever the manager was built with
-                return pm.validate(gen.decision, replace=replace, capabilities=offered)
-            return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names,
-                                  capabilities=by_name)
-
-        return validate
 
     # ------------------------------------------------------------------ continuation, intake, answer
 
@@ -564,11 +456,12 @@ class LLMPlanner(SyncPlannerMethods):
         context = PlanContext(thread_id=thread_id)
         pm = self._manager_from_plan(plan)
         prompt = self._prompt_checked(phases.revise_prompt(plan.goal, escape_plan(pm), reflection, context, self.settings))
-        validate = self._decision_validator(plan.goal, context, pm, allow_keep=False, replace=True,
-                                            max_steps=self.settings.max_plan_steps)
-        read, parse = self._readers(context, self.settings.max_plan_steps, pm)
+        compact, max_steps = self.settings.prompt_profile == "compact", self.settings.max_plan_steps
+        validate = decision_validator(plan.goal, context, pm, compact=compact, allow_keep=False, replace=True,
+                                      max_steps=max_steps)
+        read, parse = readers(context, max_steps, pm)
         outcome = await self._caller.structured(
-            self.model, _plan_schema(context, self.settings.max_plan_steps, False, compact=self.settings.prompt_profile == "compact"), prompt.messages(), phase="revise",
+            self.model, plan_schema(context, max_steps, False, compact=compact), prompt.messages(), phase="revise",
             convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
         )
         gen = outcome.value
@@ -613,19 +506,6 @@ class LLMPlanner(SyncPlannerMethods):
             "should_revise": judged.should_revise,
             "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
         })
-
-
-def _plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compact: bool = False) -> type[GeneratePlan]:
-    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null
-    (under the compact profile, or the ``answer`` pseudo-tool of a model step)."""
-    caps = context.available_capabilities
-    return generation_model(
-        max_steps,
-        allow_keep=allow_keep,
-        tools=tuple(c.name for c in caps if c.kind == "tool"),
-        subagents=tuple(c.name for c in caps if c.kind != "tool"),
-        compact=compact,
-    )
 
 
 def escape_plan(pm: PlanManager) -> str:

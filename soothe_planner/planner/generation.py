@@ -1,0 +1,119 @@
+"""How is one plan-generation answer read and judged, whichever way the model gave it?
+
+The planner's generation call (``llm_planner``) asks for a plan through the structured-output
+ladder (``calls``/``ladder``): the answer comes back either as a schema object or as text for the
+lenient parser. Both are read into one ``Generated`` here, with the parser's repair rules applied
+to both (``readers``), and judged by one validator (``decision_validator``): the DAG's rules via
+the goal's ``PlanManager``, and the small-model rules of ``plan_rules`` under the compact profile.
+Kept apart from the planner class so the class holds the loop's phases and this module the shape
+of one answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.models import AgentDecision, PlanContext
+from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
+from soothe_planner.planner.plan_rules import ends_in_gathering, retries_missing_data, writes_not_asked_for
+from soothe_planner.wire import GeneratePlan, generation_model
+
+__all__ = ["Generated", "decision_validator", "plan_schema", "readers"]
+
+
+@dataclass
+class Generated:
+    """A generation answer, from the structured path or the lenient parser alike."""
+
+    plan_action: Literal["new", "keep"]
+    decision: AgentDecision | None
+    next_action: str = ""
+    warnings: list[str] = field(default_factory=list)
+    raw: str = ""  # what the model wrote, for PlanResult.full_output
+
+
+def readers(
+    context: PlanContext, max_steps: int, pm: PlanManager | None
+) -> tuple[Callable[[BaseModel], Generated], Callable[[str], Generated]]:
+    """How a generation answer is read: (from a structured answer, from text).
+
+    A structured answer gets the same repairs as a written one. Grammar-constrained output is
+    well-formed but not always sound: small models list a tool or a made-up name as a
+    dependency, or name a tool outside the allow-list. Both readers apply the lenient parser's
+    rules, so what those rules drop is dropped (with a warning) instead of spending a re-ask
+    on it; what the rules refuse (duplicate ids, cycles, a plan over the cap) is still refused.
+    """
+    rules: dict[str, Any] = {
+        "known_capabilities": context.capability_names() or None,
+        "max_steps": max_steps,
+        "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+        "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
+    }
+
+    def generated(pd: ParsedDecision) -> Generated:
+        return Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
+
+    def read(obj: BaseModel) -> Generated:
+        assert isinstance(obj, GeneratePlan)
+        if obj.plan_action != "new":
+            return Generated(obj.plan_action, None, obj.next_action)
+        return generated(read_decision(obj.model_dump(), **rules))
+
+    def parse(text: str) -> Generated:
+        return generated(parse_decision(text, **rules))
+
+    return read, parse
+
+
+def decision_validator(
+    goal: str, context: PlanContext, pm: PlanManager | None, *, compact: bool, allow_keep: bool, replace: bool,
+    max_steps: int,
+) -> Callable[[Generated], list[str]]:
+    """What a generation answer must satisfy before it is used: the DAG's rules (through ``pm``,
+    with the offered tools' schemas) and, under the compact profile, ``plan_rules``."""
+    names = context.capability_names() or None
+    offered = context.available_capabilities or None
+    by_name = {c.name: c for c in offered} if offered else None
+
+    def validate(gen: Generated) -> list[str]:
+        if gen.plan_action == "keep":
+            if allow_keep:
+                return []
+            return ["there is no plan in flight, so plan_action 'keep' is not possible: "
+                    "answer plan_action 'new' with at least one step"]
+        if gen.decision is None or not gen.decision.steps:
+            return ["plan_action 'new' needs at least one step"]
+        if len(gen.decision.steps) > max_steps:
+            return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
+        if compact:
+            problems = [p for p in (ends_in_gathering(gen.decision, by_name),
+                                    *writes_not_asked_for(goal, gen.decision, by_name),
+                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
+                        if p]
+            if problems:
+                return problems
+        if pm is not None:
+            # the offered tools' schemas and descriptions, whatever the manager was built with
+            return pm.validate(gen.decision, replace=replace, capabilities=offered)
+        return validate_steps(gen.decision.steps, max_steps=max_steps, allowed_capabilities=names,
+                              capabilities=by_name)
+
+    return validate
+
+
+def plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compact: bool = False) -> type[GeneratePlan]:
+    """The plan schema for what ``context`` offers: each step's tool one of the offered tools, or null
+    (under the compact profile, or the ``answer`` pseudo-tool of a model step)."""
+    caps = context.available_capabilities
+    return generation_model(
+        max_steps,
+        allow_keep=allow_keep,
+        tools=tuple(c.name for c in caps if c.kind == "tool"),
+        subagents=tuple(c.name for c in caps if c.kind != "tool"),
+        compact=compact,
+    )
