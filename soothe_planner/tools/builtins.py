@@ -29,6 +29,11 @@ What was weighed:
   ``langchain-openai``) and accepts ``re``'s syntax. A subprocess per search would cost a process
   start per call and a second copy of the walk; a restricted pattern language would refuse
   patterns models write every day.
+- **Answers a small model can use.** A literal phrase that no line holds exactly ("maintainer's
+  email address") is answered with the lines holding most of its words, labelled as such
+  (``search_words.py``), instead of a bare "no matches" that a small model re-plans unchanged; a
+  "no matches" names the path it searched. A write answers with the start of what it wrote, so
+  whoever judges the goal sees the content, not only a byte count.
 - Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
   them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
   ``tool_args_schema`` reads from the tool, or one model call fills them in for a step that lists
@@ -306,10 +311,12 @@ def make_builtin_tools(
         (
             search_text,
             "Search the workspace's text files for a pattern (case-insensitive; regex=true for a regular "
-            f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names skipped files.",
+            f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names skipped files; "
+            "a phrase no line holds exactly returns the lines holding most of its words, labelled so.",
             True,
         ),
-        (write_file, "Write a text file in the workspace, creating folders as needed (overwrites).", False),
+        (write_file, "Write a text file in the workspace, creating folders as needed (overwrites); answers with "
+                     "the start of what it wrote.", False),
     ]
     tools: dict[str, BaseTool] = {}
     for func, description, read_only in specs:
