@@ -410,9 +410,14 @@ def test_an_answer_made_only_of_the_goals_words_answers_nothing() -> None:
     # content fed to a write may repeat the goal
     decision, acts, results = _ran(("s1", None, "hello", []), ("s2", "write_file", "wrote 5 bytes", ["s1"]))
     assert echoed_goal("Write hello to X.txt", decision, acts, results) == ""
-    # a path the goal names is no answer to promote on
+    # a path the goal names is no answer to promote on, even with a word the goal lacks
     decision, acts, results = _ran(("s1", "read_file", "port = 8443", []), ("s2", None, "config/server.toml", ["s1"]))
     assert grounded_answer("Which port does config/server.toml set?", decision, acts, results) == ("", [])
+    results[1] = results[1].model_copy(update={"output": "config/server.toml, unknown"})
+    assert grounded_answer("Which port does config/server.toml set?", decision, acts, results) == ("", [])
+    results[1] = results[1].model_copy(update={"output": "8443 (config/server.toml)"})
+    assert grounded_answer("Which port does config/server.toml set?", decision, acts, results) == (
+        "s2", ["8443", "config/server.toml"])
 
 
 async def test_done_over_an_echo_of_the_goal_is_turned_into_replan() -> None:

@@ -108,14 +108,16 @@ def grounded_answer(
     goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
 ) -> tuple[str, list[str]]:
     """``(the answer step's id, its facts)`` when the last plan ran every step to success and its
-    answer states at least one checkable fact, every one found in the tool outputs it read;
+    answer states checkable facts, every one found in the tool outputs it read or the goal, and
+    at least one in a tool output;
     ``("", [])`` otherwise, and always for a count (computed, never copied).
 
     This is what lets a small assessment's "continue" over a finished, sourced answer be read as
     the "done" it is (``llm_planner``): nothing of the plan is left to continue.
     """
     judged = _judge(goal, decision, nodes, results)
-    if judged is None or judged.counts or judged.missing or not judged.facts or decision is None:
+    # at least one fact must come from a tool: one the goal itself states vouches for nothing
+    if judged is None or judged.counts or judged.missing or not judged.read or decision is None:
         return "", []
     if echoed_goal(goal, decision, nodes, results):
         return "", []
@@ -158,6 +160,7 @@ class _Judged(NamedTuple):
     facts: list[str]
     missing: list[str]
     counts: bool
+    read: list[str]  # the facts a tool output holds (not only the goal)
 
 
 def _judge(
@@ -182,13 +185,13 @@ def _judge(
         return None
     ancestors = _ancestors(step.id, nodes)
     tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in ancestors}
-    sources = "\n".join([goal, *(r.output for r in results if r.success and r.step_id in tool_ids)])
+    read = "\n".join(r.output for r in results if r.success and r.step_id in tool_ids)
     facts = answer_facts(result.output)
     count = is_count_task(step.description) or is_count_task(goal)
     # a count's number found somewhere in a tool's output proves nothing (a listing's total, a
     # date's day): a count task's whole numbers are never grounded
-    missing = [f for f in facts if (count and f.isdigit()) or not _contains(sources, f)]
-    return _Judged(step.id, facts, missing, count)
+    missing = [f for f in facts if (count and f.isdigit()) or not (_contains(read, f) or _contains(goal, f))]
+    return _Judged(step.id, facts, missing, count, [f for f in facts if f not in missing and _contains(read, f)])
 
 
 def _ancestors(step_id: str, nodes: Sequence[PlanStep | StepAction]) -> set[str]:
