@@ -29,7 +29,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -142,20 +142,19 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def _env(**values: str | None) -> Iterator[None]:
+    def put(settings: Mapping[str, str | None]) -> None:
+        for k, v in settings.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
     saved = {k: os.environ.get(k) for k in values}
     try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        put(values)
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        put(saved)
 
 
 def _recording_model(config: Any, seen: list[dict[str, Any]]) -> Any:

@@ -22,6 +22,7 @@ from soothe_planner.dag.plan_manager import (
     IngestReport,
     PlanManager,
     PlanRevision,
+    call_key,
 )
 from soothe_planner.dag.render import (
     dag_prompt,
@@ -40,6 +41,7 @@ from soothe_planner.dag.step_refs import (
 )
 from soothe_planner.dag.validation import (
     StepLike,
+    ancestors,
     listing,
 )
 
@@ -52,8 +54,10 @@ __all__ = [
     "ReadyFeed",
     "Reference",
     "StepLike",
+    "ancestors",
     "arg_strings",
     "blocked_result",
+    "call_key",
     "canonical_reference",
     "check_args",
     "dag_prompt",

@@ -59,7 +59,7 @@ from soothe_planner.models import (
     execution_mode_of,
 )
 
-__all__ = ["IngestReport", "PlanManager", "PlanRevision"]
+__all__ = ["IngestReport", "PlanManager", "PlanRevision", "call_key"]
 
 _FORMAT = 1
 _ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -104,7 +104,8 @@ class _Prepared:
     reused: dict[str, str] = field(default_factory=dict)
 
 
-def _call_key(tool: str, args: Mapping[str, Any]) -> str:
+def call_key(tool: str, args: Mapping[str, Any]) -> str:
+    """One string per tool call: the same tool with the same arguments (in any key order) is the same."""
     return tool + "\0" + json.dumps(args, sort_keys=True, default=str)
 
 
@@ -279,11 +280,11 @@ class PlanManager:
         done: dict[str, str] = {}
         for node in finished:
             if node.tool:
-                done.setdefault(_call_key(node.tool, node.args), node.id)
+                done.setdefault(call_key(node.tool, node.args), node.id)
         out: dict[str, str] = {}
         for s in steps:
             if s.tool:
-                old = done.get(_call_key(s.tool, s.args))
+                old = done.get(call_key(s.tool, s.args))
                 if old is not None:
                     out[s.id] = old
         return out

@@ -16,7 +16,7 @@ from typing import Any
 from soothe_planner.dag.typed_steps import ToolDescriptions, typed_step_errors
 from soothe_planner.models import Capability, PlanStep, StepAction
 
-__all__ = ["StepLike", "find_cycle", "listing", "validate_steps"]
+__all__ = ["StepLike", "ancestors", "find_cycle", "listing", "validate_steps"]
 
 StepLike = StepAction | PlanStep
 LISTED = 8
@@ -29,6 +29,19 @@ def listing(ids: Iterable[str]) -> str:
     items = list(islice(ids, LISTED + 1))
     shown = ", ".join(items[:LISTED])
     return shown + (", …" if len(items) > LISTED else "") if items else "none"
+
+
+def ancestors(depends_on: Mapping[str, Iterable[str]], step_id: str) -> set[str]:
+    """Every step ``step_id`` depends on, directly or not, in the graph ``depends_on`` (id -> its
+    dependencies); an id missing from the mapping has none."""
+    seen: set[str] = set()
+    stack = list(depends_on.get(step_id, ()))
+    while stack:
+        cur = stack.pop()
+        if cur not in seen:
+            seen.add(cur)
+            stack.extend(depends_on.get(cur, ()))
+    return seen
 
 
 def find_cycle(

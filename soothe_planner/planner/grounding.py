@@ -30,6 +30,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from soothe_planner.dag import ancestors
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
 
@@ -183,8 +184,9 @@ def _judge(
     result = by_id.get(step.id)
     if result is None or not result.success:
         return None
-    ancestors = _ancestors(step.id, nodes)
-    tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in ancestors}
+    # only what fed the answer is a source: a write that runs after it echoes the answer's own text
+    fed = ancestors({n.id: n.depends_on for n in nodes}, step.id)
+    tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed}
     read = "\n".join(r.output for r in results if r.success and r.step_id in tool_ids)
     facts = answer_facts(result.output)
     count = is_count_task(step.description) or is_count_task(goal)
@@ -192,22 +194,5 @@ def _judge(
     # date's day): a count task's whole numbers are never grounded
     missing = [f for f in facts if (count and f.isdigit()) or not (_contains(read, f) or _contains(goal, f))]
     return _Judged(step.id, facts, missing, count, [f for f in facts if f not in missing and _contains(read, f)])
-
-
-def _ancestors(step_id: str, nodes: Sequence[PlanStep | StepAction]) -> set[str]:
-    """Every step ``step_id`` depends on, directly or not: the only outputs its model could read.
-
-    A write that runs after the answer echoes the answer's own text, so the goal's other tool
-    outputs are not sources: only what fed the answer is.
-    """
-    deps = {n.id: n.depends_on for n in nodes}
-    seen: set[str] = set()
-    frontier = list(deps.get(step_id, []))
-    while frontier:
-        sid = frontier.pop()
-        if sid not in seen:
-            seen.add(sid)
-            frontier.extend(deps.get(sid, []))
-    return seen
 
 

@@ -10,9 +10,9 @@ Each returns the re-ask's words, so the model is told exactly what to change.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 
+from soothe_planner.dag import call_key
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
 __all__ = ["ends_in_gathering", "retries_missing_data", "writes_not_asked_for"]
@@ -61,10 +61,6 @@ def _words(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _call(tool: str, args: Mapping[str, object]) -> str:
-    return f"{tool} {json.dumps(args, sort_keys=True, default=str)}"
-
-
 def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
     """Answer steps that ask again what a failed ``missing_data`` step asked, with no new data.
 
@@ -78,7 +74,7 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
               and not (n.tool or n.tools or n.subagent)}
     if not missed:
         return []
-    made = {_call(n.tool, n.args) for n in nodes if n.tool and n.status == "completed"}
+    made = {call_key(n.tool, n.args) for n in nodes if n.tool and n.status == "completed"}
     by_id = {s.id: s for s in decision.steps}
 
     def fresh_data(step: StepAction, seen: set[str]) -> bool:
@@ -87,7 +83,7 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
             if d is None or dep in seen:
                 continue  # a finished step of the goal: data the failed step could already read
             seen.add(dep)
-            if (d.tool and _call(d.tool, d.args) not in made) or d.tools or d.subagent or fresh_data(d, seen):
+            if (d.tool and call_key(d.tool, d.args) not in made) or d.tools or d.subagent or fresh_data(d, seen):
                 return True
         return False
 

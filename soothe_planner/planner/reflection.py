@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from soothe_planner.dag import latest_results
+from soothe_planner.dag import ancestors, latest_results
 from soothe_planner.models import GoalDirective, Plan, PlanStep, Reflection, StepResult
 
 __all__ = ["deterministic_reflection", "split_failures"]
@@ -98,9 +98,9 @@ def deterministic_reflection(plan: Plan, step_results: Sequence[StepResult]) -> 
         )
 
     feedback_lines = []
-    steps = {s.id: s for s in plan.steps}
+    depends_on = {s.id: s.depends_on for s in plan.steps}
     for sid in direct:
-        dependents = [b for b in blocked if sid in _ancestors(steps, b)]
+        dependents = [b for b in blocked if sid in ancestors(depends_on, b)]
         line = f"step {sid!r} failed: {details[sid]}"
         if dependents:
             line += f"; it blocked {', '.join(dependents)}"
@@ -115,16 +115,3 @@ def deterministic_reflection(plan: Plan, step_results: Sequence[StepResult]) -> 
         failed_details=details,
         goal_directives=directives,
     )
-
-
-def _ancestors(steps: dict[str, PlanStep], sid: str) -> set[str]:
-    seen: set[str] = set()
-    stack = list(steps[sid].depends_on) if sid in steps else []
-    while stack:
-        cur = stack.pop()
-        if cur in seen:
-            continue
-        seen.add(cur)
-        if cur in steps:
-            stack.extend(steps[cur].depends_on)
-    return seen
