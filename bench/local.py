@@ -16,6 +16,9 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   nothing of the previous request's prompt can be reused.
 - **after-cold** — the tuned server and the ``compact`` profile, its prompt cache off and the same
   flush before every call: what fewer tokens and better settings buy with no reuse at all.
+- **after-grammar-first** — ``after`` with llama-cpp-python's own sampler order (the grammar run over
+  the whole vocabulary before every token; ``soothe_planner/local/sampling.py``): what choosing
+  first and asking the grammar after buys, alone.
 - **after** — the tuned server with its prompt cache and the ``compact`` profile, calls in the
   loop's order (intake, generate, step, assess, synthesis, intake, ...). Each repeat is another
   run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
@@ -175,6 +178,8 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
     configs = [
         Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
         Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
+        Config("after-grammar-first", "python", "compact", "function_calling", reuse=True,
+               tuning={"grammar_last": False}),
         Config("after", "python", "compact", "function_calling", reuse=True),
     ]
     if with_llama_server:

@@ -289,16 +289,16 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert "| config | threads | call | prompt tok |" in out and "wrote" in out
     data = json.loads((tmp_path / "local.json").read_text())
     assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
-    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after"]
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after-grammar-first", "after"]
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
         assert all(r["n"] == 2 for r in res["rows"].values())
         assert res["load_before"] and res["load_after"]
-    # before, after-cold (flush before each), after; 3 variants × 2 kinds each
-    assert len(fake_http.bodies) == 12 + 12 + 6
+    # before, after-cold (flush before each), after-grammar-first, after; 3 variants × 2 kinds each
+    assert len(fake_http.bodies) == 12 + 12 + 6 + 6
     # the before configuration replays the full profile, the others the compact one
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 6
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 9
 
 
 @pytest.mark.parametrize(("argv", "message"), [

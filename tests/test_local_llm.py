@@ -11,6 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -398,6 +399,34 @@ def test_server_flags_come_from_its_tuning_and_the_stock_settings_stay_measurabl
     assert stock[stock.index("--n_ctx") + 1] == "8192"  # n_ctx= still wins, as before tuning existed
 
 
+@pytest.mark.parametrize(("stock", "user", "seen"), [(False, None, None), (False, "1", "1"), (True, None, "1")])
+def test_the_grammar_order_reaches_the_launcher_and_a_users_choice_is_kept(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stock: bool, user: str | None, seen: str | None
+) -> None:
+    import subprocess
+
+    from soothe_planner.local.sampling import GRAMMAR_FIRST_ENV
+    from soothe_planner.local.tuning import ServerTuning
+
+    if user is None:
+        monkeypatch.delenv(GRAMMAR_FIRST_ENV, raising=False)
+    else:
+        monkeypatch.setenv(GRAMMAR_FIRST_ENV, user)
+    got: dict[str, Any] = {}
+
+    def popen(argv: list[str], **kwargs: Any) -> None:
+        got.update(kwargs["env"])
+        raise OSError("not started in this test")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    server = LocalModelServer(model, port=1, tuning=ServerTuning.stock() if stock else ServerTuning())
+    with pytest.raises(OSError, match="not started"):
+        server.start()
+    assert got.get(GRAMMAR_FIRST_ENV) == seen and got["PATH"] == os.environ["PATH"]
+
+
 @pytest.mark.parametrize(("changes", "message"), [
     ({"n_batch": 0}, r"n_batch must be >= 1, got 0"),
     ({"n_batch": 256, "n_ubatch": 512}, r"n_ubatch \(512\) must be <= n_batch \(256\)"),
@@ -474,3 +503,61 @@ def test_the_server_serves_the_model_it_was_given_under_its_alias() -> None:
 
     argv = LocalModelServer(Path("m.gguf"), port=1, model=embedded_model("1.5b")).argv()
     assert argv[argv.index("--model_alias") + 1] == "qwen2.5-coder-1.5b-instruct"
+
+
+class _FakeSamplers:
+    """llama.cpp's sampler calls, in Python: the chain is greedy, the grammar allows ``allowed`` tokens."""
+
+    def __init__(self, lib: Any, logits: list[float], allowed: set[int]) -> None:
+        import ctypes
+
+        self._lib, self.allowed, self.accepted = lib, allowed, {"chain": [], "grammar": []}
+        self.llama_token_data = lib.llama_token_data
+        self._logits = (ctypes.c_float * len(logits))(*logits)
+        self.grammar_passes: list[int] = []  # the size of every array the grammar was run over
+
+    def llama_get_logits_ith(self, ctx: object, idx: int) -> object:
+        import ctypes
+
+        return ctypes.cast(self._logits, ctypes.POINTER(ctypes.c_float))
+
+    def llama_sampler_apply(self, sampler: object, arr_ref: Any) -> None:
+        arr = arr_ref._obj
+        items = [arr.data[i] for i in range(arr.size)]
+        if sampler == "grammar":
+            self.grammar_passes.append(arr.size)
+            for item in items:
+                if item.id not in self.allowed:
+                    item.logit = float("-inf")
+            return
+        arr.selected = max(range(arr.size), key=lambda i: items[i].logit)
+
+    def llama_sampler_accept(self, sampler: object, token: int) -> None:
+        self.accepted["grammar" if sampler == "grammar" else "chain"].append(token)
+
+    def llama_sampler_free(self, sampler: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("allowed", "token", "passes"), [
+    ({0, 3}, 3, [1]),  # the best token is allowed: the grammar looks at that one token only
+    ({0, 1}, 1, [1, 5]),  # refused: the grammar runs over all five, and the best it allows is chosen
+])
+def test_a_grammar_is_asked_about_the_chosen_token_and_over_everything_only_when_it_refuses(
+    allowed: set[int], token: int, passes: list[int]
+) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    from types import SimpleNamespace
+
+    from soothe_planner.local.sampling import GrammarLastSampler
+
+    chain = SimpleNamespace(sampler="chain", close=lambda: None)
+    sampler = GrammarLastSampler(chain, "grammar", n_vocab=5)
+    fake = _FakeSamplers(llama_cpp, [0.1, 0.5, 0.2, 0.9, 0.3], allowed)
+    sampler._lib = fake  # type: ignore[assignment]
+    assert sampler.sample(SimpleNamespace(ctx=None), -1) == token
+    assert fake.grammar_passes == passes and sampler.fallbacks == len(passes) - 1
+    assert fake.accepted == {"chain": [token], "grammar": [token]}  # both learn the token, once
+    fake.grammar_passes.clear()
+    assert sampler.sample(SimpleNamespace(ctx=None), -1) == token  # a second token: the arrays are refilled
+    assert fake.grammar_passes == passes

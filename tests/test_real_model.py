@@ -98,3 +98,40 @@ def test_a_full_run_of_the_sample_goal_ends_done_or_failed(use_server: str, caps
         assert step["status"] in {"pending", "completed", "failed", "skipped"}
         assert set(step["depends_on"]) <= ids  # no plan with a dangling dependency was accepted
 
+
+
+def test_checking_the_grammar_after_the_choice_gives_the_same_greedy_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher's sampler order (``local/sampling.py``) against the library's, on the embedded model in-process."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import llama_cpp.llama_cpp as bindings
+    from llama_cpp import Llama, LlamaGrammar
+
+    from soothe_planner.local import embedded_model, ensure_model_file
+    from soothe_planner.local.launcher import disable_extra_buffer_types
+    from soothe_planner.local.sampling import GrammarLastSampler, grammar_last_sampling
+
+    monkeypatch.setattr(bindings, "llama_model_default_params", bindings.llama_model_default_params)
+    monkeypatch.setattr(Llama, "_init_sampler", Llama._init_sampler)  # both patches undone after the test
+    disable_extra_buffer_types()
+    model = Llama(str(ensure_model_file(model=embedded_model(MODEL))), n_ctx=1024, n_threads=2, verbose=False)
+    tools = ["search_text", "read_file", "write_file"]
+    schema = {"type": "object", "required": ["steps"], "properties": {"steps": {"type": "array", "items": {
+        "type": "object", "required": ["id", "tool", "why"],
+        "properties": {"id": {"type": "string"}, "tool": {"enum": tools}, "why": {"type": "string"}}}}}}
+    grammar = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    messages = [{"role": "user", "content": f"Plan three steps to list the TODO lines of a repository in REPORT.md. "
+                 f"Tools: {', '.join(tools)}, list_files. Answer as JSON."}]
+
+    def answer() -> str:
+        model.reset()  # the whole prompt evaluated afresh: a reused prefix can tip a near-tie another way
+        reply = model.create_chat_completion(messages, temperature=0, max_tokens=96, grammar=grammar)
+        return str(reply["choices"][0]["message"]["content"])
+
+    stock = answer()
+    grammar_last_sampling()
+    assert isinstance(model._init_sampler(grammar=grammar), GrammarLastSampler)
+    assert answer() == stock  # greedy: the best token the grammar allows, whichever order finds it
+    plan = json.loads(stock) if stock.rstrip().endswith("}") else None
+    assert plan is None or all(step["tool"] in tools for step in plan["steps"])

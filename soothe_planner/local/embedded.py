@@ -365,6 +365,7 @@ class LocalModelServer:
         self.process = subprocess.Popen(
             self.argv(),
             stdin=subprocess.DEVNULL,
+            env={**os.environ, **self.tuning.env()},
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopping it stops its children too

@@ -15,6 +15,9 @@ Every number below was chosen by ``python -m bench local`` (``bench/RESULTS.md``
   system prompt, schema and goal already evaluated. The size bounds the KV states kept (the
   launcher keeps the cache from also copying the logits buffer into every entry: see
   ``launcher.py``).
+- ``grammar_last``: under a JSON schema, choose a token first and ask the grammar about that one
+  token, rather than run the grammar over the whole vocabulary for every token (``sampling.py``;
+  the same token under greedy decoding, generation about 1.3-1.5x faster on the 1.5B).
 - ``n_ctx``: the planner's prompt budget (6000 tokens by default, 1500–2500 in practice here)
   plus the longest answer; a larger context costs memory, not time, for a model this small.
 
@@ -39,6 +42,8 @@ class ServerTuning:
     logits_all: bool = False
     prompt_cache_mib: int = 256
     """0 turns the RAM prompt cache off (only the previous request's prefix is reused)."""
+    grammar_last: bool = True
+    """False keeps llama-cpp-python's order: the grammar over the whole vocabulary before every choice."""
 
     def __post_init__(self) -> None:
         for name in ("n_ctx", "n_batch", "n_ubatch"):
@@ -52,10 +57,19 @@ class ServerTuning:
     @classmethod
     def stock(cls) -> ServerTuning:
         """The settings before tuning: the server's defaults, a 4096-token context."""
-        return cls(n_ctx=4096, n_batch=512, n_ubatch=512, logits_all=True, prompt_cache_mib=0)
+        return cls(n_ctx=4096, n_batch=512, n_ubatch=512, logits_all=True, prompt_cache_mib=0, grammar_last=False)
 
     def with_(self, **changes: object) -> ServerTuning:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    def env(self) -> dict[str, str]:
+        """What the launcher reads from the environment for settings the server has no flag for.
+
+        Empty for the defaults, so a variable the user set (``SOOTHE_LLAMA_GRAMMAR_FIRST=1``) still counts.
+        """
+        from soothe_planner.local.sampling import GRAMMAR_FIRST_ENV
+
+        return {} if self.grammar_last else {GRAMMAR_FIRST_ENV: "1"}
 
     def flags(self) -> list[str]:
         """The server's command-line flags for these settings."""
