@@ -561,3 +561,33 @@ def test_a_grammar_is_asked_about_the_chosen_token_and_over_everything_only_when
     fake.grammar_passes.clear()
     assert sampler.sample(SimpleNamespace(ctx=None), -1) == token  # a second token: the arrays are refilled
     assert fake.grammar_passes == passes
+
+
+def test_a_grammar_llama_cpp_refuses_is_left_to_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    from types import SimpleNamespace
+
+    from llama_cpp.llama import Llama
+
+    from soothe_planner.local.sampling import GrammarLastSampler, grammar_last_sampling
+
+    built: list[object] = []
+
+    def stock(self: object, **kwargs: Any) -> object:
+        chain = SimpleNamespace(sampler="chain", grammar=kwargs.get("grammar"), closed=False)
+        chain.close = lambda: setattr(chain, "closed", True)  # type: ignore[attr-defined]
+        built.append(chain)
+        return chain
+
+    monkeypatch.setattr(Llama, "_init_sampler", stock)
+    grammar_last_sampling()
+    model = SimpleNamespace(_model=SimpleNamespace(vocab=None), _n_vocab=5)
+    grammar = SimpleNamespace(_grammar="root ::= x", _root="root")
+    monkeypatch.setattr(llama_cpp, "llama_sampler_init_grammar", lambda *a: "grammar")
+    sampler = Llama._init_sampler(model, grammar=grammar, temp=0.0)
+    assert isinstance(sampler, GrammarLastSampler)
+    sampler._grammar = None  # a fake pointer: nothing for llama.cpp to free
+    assert built[-1].grammar is None  # type: ignore[attr-defined]  # the chain itself has no grammar
+    monkeypatch.setattr(llama_cpp, "llama_sampler_init_grammar", lambda *a: None)
+    chain = Llama._init_sampler(model, grammar=grammar, temp=0.0)
+    assert chain.grammar is grammar and built[-2].closed  # type: ignore[attr-defined]

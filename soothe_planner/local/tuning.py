@@ -17,7 +17,7 @@ Every number below was chosen by ``python -m bench local`` (``bench/RESULTS.md``
   ``launcher.py``).
 - ``grammar_last``: under a JSON schema, choose a token first and ask the grammar about that one
   token, rather than run the grammar over the whole vocabulary for every token (``sampling.py``;
-  the same token under greedy decoding, generation about 1.3-1.5x faster on the 1.5B).
+  the same token under greedy decoding, generation 1.25-1.4x faster on the 1.5B).
 - ``n_ctx``: the planner's prompt budget (6000 tokens by default, 1500–2500 in practice here)
   plus the longest answer; a larger context costs memory, not time, for a model this small.
 
