@@ -43,6 +43,7 @@ from soothe_planner.dag.validation import (
     StepLike,
     ancestors,
     listing,
+    reachable,
 )
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "map_arg_strings",
     "mermaid",
     "parse_token",
+    "reachable",
     "references_in",
     "signature",
     "validate_steps",

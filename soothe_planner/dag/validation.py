@@ -34,8 +34,13 @@ def listing(ids: Iterable[str]) -> str:
 def ancestors(depends_on: Mapping[str, Iterable[str]], step_id: str) -> set[str]:
     """Every step ``step_id`` depends on, directly or not, in the graph ``depends_on`` (id -> its
     dependencies); an id missing from the mapping has none."""
+    return reachable(depends_on.get(step_id, ()), depends_on)
+
+
+def reachable(start: Iterable[str], depends_on: Mapping[str, Iterable[str]]) -> set[str]:
+    """``start`` and every step those depend on, directly or not, in the graph ``depends_on``."""
     seen: set[str] = set()
-    stack = list(depends_on.get(step_id, ()))
+    stack = list(start)
     while stack:
         cur = stack.pop()
         if cur not in seen:

@@ -19,7 +19,14 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from soothe_planner.dag import REFERENCE_RE, arg_strings, canonical_reference, map_arg_strings, parse_token
+from soothe_planner.dag import (
+    REFERENCE_RE,
+    arg_strings,
+    canonical_reference,
+    map_arg_strings,
+    parse_token,
+    reachable,
+)
 from soothe_planner.errors import PlanParseError
 from soothe_planner.parsing.json_repair import json_type, scan_values
 
@@ -181,17 +188,6 @@ def _schema_repairs(step: dict[str, Any], label: str, schema: Mapping[str, Any] 
             warnings.append(f"step {label}: argument {name!r} = {value!r} written as text, as the tool takes text")
 
 
-def _reachable(start: list[str], deps: Mapping[str, list[str]]) -> set[str]:
-    seen: set[str] = set()
-    stack = list(start)
-    while stack:
-        node = stack.pop()
-        if node not in seen:
-            seen.add(node)
-            stack.extend(deps.get(node, ()))
-    return seen
-
-
 def repair_typed(
     steps: list[dict[str, Any]],
     known_ids: Collection[str],
@@ -224,7 +220,7 @@ def repair_typed(
             if ref == s["id"] or ref in s["depends_on"]:
                 continue
             if reach is None:
-                reach = _reachable(s["depends_on"], deps)
+                reach = reachable(s["depends_on"], deps)
             if ref in reach:
                 continue
             s["depends_on"].append(ref)

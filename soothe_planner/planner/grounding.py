@@ -192,7 +192,8 @@ def _judge(
     count = is_count_task(step.description) or is_count_task(goal)
     # a count's number found somewhere in a tool's output proves nothing (a listing's total, a
     # date's day): a count task's whole numbers are never grounded
-    missing = [f for f in facts if (count and f.isdigit()) or not (_contains(read, f) or _contains(goal, f))]
-    return _Judged(step.id, facts, missing, count, [f for f in facts if f not in missing and _contains(read, f)])
+    in_read = {f for f in facts if _contains(read, f)}
+    missing = [f for f in facts if (count and f.isdigit()) or not (f in in_read or _contains(goal, f))]
+    return _Judged(step.id, facts, missing, count, [f for f in facts if f in in_read and f not in missing])
 
 

@@ -99,8 +99,9 @@ def deterministic_reflection(plan: Plan, step_results: Sequence[StepResult]) -> 
 
     feedback_lines = []
     depends_on = {s.id: s.depends_on for s in plan.steps}
+    fed_by = {b: ancestors(depends_on, b) for b in blocked}  # one walk a blocked step, not one per failure
     for sid in direct:
-        dependents = [b for b in blocked if sid in ancestors(depends_on, b)]
+        dependents = [b for b in blocked if sid in fed_by[b]]
         line = f"step {sid!r} failed: {details[sid]}"
         if dependents:
             line += f"; it blocked {', '.join(dependents)}"
