@@ -43,6 +43,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,10 @@ PAPER_ROWS: dict[str, dict[str, tuple[float, float]]] = {  # f1_chain, f1_graph 
     "GLM-4-9B": {"Function Call": (59.27, 36.34), "Problem-Solving": (58.91, 40.15), "Embodied": (53.17, 36.15)},
     "Phi-3-small": {"Function Call": (57.66, 40.71), "Problem-Solving": (55.76, 39.75), "Embodied": (54.77, 37.52)},
 }
+
+
+OnItem = Callable[[dict[str, dict[str, Any]], float], None]
+"""Called after each item with every answer so far and the seconds this process spent."""
 
 
 def load_items(data: Path) -> dict[str, list[dict[str, Any]]]:
@@ -277,7 +282,8 @@ def sanity(chosen: list[dict[str, Any]], similarity: Any, seed: int) -> int:
 
 
 async def run_model(
-    items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int
+    items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int,
+    *, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     from soothe_planner.config import load_config, resolve_planner
 
@@ -289,7 +295,7 @@ async def run_model(
         server = LocalModelServer(n_ctx=n_ctx)  # the package's default context would cut long tasks
         os.environ["SOOTHE_LOCAL_LLM_URL"] = server.start()
     try:
-        return await _run_items(items, resolve_planner(config), max_seconds, max_steps)
+        return await _run_items(items, resolve_planner(config), max_seconds, max_steps, done=done, on_item=on_item)
     finally:
         if server is not None:
             server.stop()
@@ -297,8 +303,14 @@ async def run_model(
 
 
 async def _run_items(
-    items: list[dict[str, Any]], base: Any, max_seconds: float, max_steps: int
+    items: list[dict[str, Any]], base: Any, max_seconds: float, max_steps: int,
+    *, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
+    """Every variant's answer for each item not in ``done`` (kept as given), within ``max_seconds``.
+
+    ``on_item(runs, seconds)`` is called after each item with everything so far, so a run that is
+    stopped keeps what it finished.
+    """
     model = base.model
     recorder = RawRecorder()
     model.callbacks = [*(model.callbacks or []), recorder]
@@ -307,9 +319,11 @@ async def _run_items(
     settings = base.settings.model_copy(
         update={"on_failure": "raise", "max_plan_steps": max(base.settings.max_plan_steps, max_steps)}
     )
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = dict(done or {})
     t0 = time.perf_counter()
     for i, item in enumerate(items):
+        if str(item["id"]) in out:
+            continue
         if time.perf_counter() - t0 > max_seconds:
             break
         one = await single_call(model, item, recorder)
@@ -323,6 +337,8 @@ async def _run_items(
         }
         print(f"  [{i + 1}/{len(items)}] {item['id']:<22} "
               + "  ".join(f"{v}: {'ok' if a.ok else 'failed'}" for v, a in answers.items()), flush=True)
+        if on_item is not None:
+            on_item(out, time.perf_counter() - t0)
     return out, time.perf_counter() - t0
 
 
@@ -344,6 +360,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--part", default=None, help="K/N: plan only the items at positions K mod N (0 <= K < N)")
     ap.add_argument("--merge", type=int, default=None, metavar="N", help="score and report the N parts written by --part")
     ap.add_argument("--rescore", action="store_true", help="score the saved answers again (no model)")
+    ap.add_argument("--resume", action="store_true",
+                    help="with --part: keep the items its file already holds and plan only the others")
     args = ap.parse_args(argv)
     part = _parse_part(args.part) if args.part else None
     items = load_items(args.data)
@@ -361,16 +379,36 @@ def main(argv: list[str]) -> int:
     print(f"worfbench: {len(mine)} of {n} items (seed {args.seed}) across {', '.join(sorted(items))}; "
           f"config {args.config.name}; max_plan_steps >= {steps}; n_ctx {args.n_ctx}; "
           f"time box {args.max_seconds:.0f} s\n")
-    runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps))
-    if part is not None:
-        path = write_results(
-            f"worfbench.part-{part[0]}-of-{part[1]}",
-            {"seed": args.seed, "config": args.config.name, "items_requested": n, "part": list(part),
-             "elapsed_s": elapsed, "load_after": _common.loadavg(), "runs": runs},
-        )
-        print(f"\n{len(runs)} of {len(mine)} items in {elapsed:.0f} s; wrote {path.name}")
-        return 0
-    return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
+    if part is None:
+        if args.resume:
+            raise SystemExit("--resume continues a part's file: give --part K/N as well")
+        runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps))
+        return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
+    name = f"worfbench.part-{part[0]}-of-{part[1]}"
+    done, before = _resumed(name, args.seed, n, args.config.name) if args.resume else ({}, 0.0)
+    if done:
+        print(f"resuming {name}.json: {len(done)} item(s) kept ({before:.0f} s)")
+
+    def save(runs: dict[str, dict[str, Any]], seconds: float) -> None:
+        write_results(name, {"seed": args.seed, "config": args.config.name, "items_requested": n,
+                             "part": list(part), "elapsed_s": before + seconds,
+                             "load_after": _common.loadavg(), "runs": runs})
+
+    runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps,
+                                          done=done, on_item=save))
+    save(runs, elapsed)
+    print(f"\n{len(runs)} of {len(mine)} items in {before + elapsed:.0f} s; wrote {name}.json")
+    return 0
+
+
+def _resumed(name: str, seed: int, n: int, config: str) -> tuple[dict[str, dict[str, Any]], float]:
+    """The answers and seconds already in part file ``name`` (none if it does not exist)."""
+    path = _common.RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        return {}, 0.0
+    data = json.loads(path.read_text())
+    _check_run(data, path.name, seed, n, config)
+    return dict(data["runs"]), float(data["elapsed_s"])
 
 
 def _parse_part(text: str) -> tuple[int, int]:

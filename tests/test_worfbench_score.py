@@ -298,3 +298,57 @@ async def test_a_model_run_saves_every_variant_of_every_item() -> None:
         assert run["answers"]["single call (two-shot)"]["raw"] == ["OK"]
         assert all(a["ok"] for v, a in run["answers"].items() if v != "single call (two-shot)")
         assert run["answers"]["planner, full"]["text"].startswith("Node:\n1: search flights to Paris")
+
+
+async def test_a_run_reports_each_item_as_it_ends_and_skips_the_items_it_is_given() -> None:
+    from types import SimpleNamespace
+
+    from bench.worfbench import _run_items, gold_of, workflow_as_generate_plan
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    items = [dict(_tool_item(), id=f"x_{i}") for i in range(3)]
+    plan = workflow_as_generate_plan(gold_of(items[0]))
+    model = FunctionChatModel(lambda call: "OK" if call.schema_name is None else plan)
+    base = SimpleNamespace(model=model, settings=PlannerSettings(max_plan_steps=3, transport_backoff_s=0.0))
+    kept = {"subset": "seal_tools", "answers": {}, "planner_stats": {}, "kept": True}
+    seen: list[list[str]] = []
+    runs, _ = await _run_items(items, base, max_seconds=600, max_steps=10, done={"x_1": kept},
+                               on_item=lambda runs, seconds: seen.append(list(runs)))
+    assert runs["x_1"] is kept  # not planned again
+    assert seen == [["x_1", "x_0"], ["x_1", "x_0", "x_2"]]
+    planned = [c for c in model.calls if c.schema_name is None and "Say OK" not in str(c.messages)]
+    assert len(planned) == 2  # one two-shot call for each item not given
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
+def test_a_part_resumes_from_its_own_file_and_refuses_another_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench._common as common
+    import bench.worfbench as wb
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    chosen = wb.sample(wb.load_items(DATA), 4, 2410)
+    first = str(chosen[0]["id"])
+    common.write_results("worfbench.part-0-of-2", {"seed": 2410, "config": "default.yaml", "items_requested": 4,
+                                                   "part": [0, 2], "elapsed_s": 30.0,
+                                                   "runs": {first: {"subset": chosen[0]["source"]}}})
+    given: dict[str, object] = {}
+
+    async def run_model(items: list[dict[str, object]], *args: object, done: dict[str, object],
+                        on_item: object) -> tuple[dict[str, object], float]:
+        given.update(ids=[it["id"] for it in items], done=dict(done))
+        runs = {**done, str(items[1]["id"]): {"subset": items[1]["source"]}}
+        on_item(runs, 5.0)  # type: ignore[operator]
+        return runs, 7.0
+
+    monkeypatch.setattr(wb, "run_model", run_model)
+    assert wb.main(["--part", "0/2", "--resume", "--n", "4", "--data", str(DATA)]) == 0
+    assert given["ids"] == [chosen[0]["id"], chosen[2]["id"]] and list(given["done"]) == [first]  # type: ignore[call-overload]
+    saved = json.loads((tmp_path / "worfbench.part-0-of-2.json").read_text())
+    assert sorted(saved["runs"]) == sorted([first, str(chosen[2]["id"])]) and saved["elapsed_s"] == 37.0
+    with pytest.raises(SystemExit, match="seed 2410, 4 items"):
+        wb.main(["--part", "0/2", "--resume", "--n", "6", "--data", str(DATA)])
+    with pytest.raises(SystemExit, match="--resume continues a part's file"):
+        wb.main(["--resume", "--n", "4", "--data", str(DATA)])
