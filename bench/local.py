@@ -24,6 +24,10 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
   loop's prompts share across runs, never a whole identical prompt.
 
+Every reply is judged as well as timed (``local_judge.py``: would the loop accept this plan, is
+this assessment the right answer, does this step keep every item it was given), and the table's
+``usable`` column says how many were; a target counts as met only when every reply was usable.
+
 Every configuration first replays variant 0 unmeasured (the model's pages in memory; for
 ``after``, the cache filled as a previous run would have left it), then variants 1..repeats.
 
@@ -52,6 +56,7 @@ from typing import Any, Protocol
 
 from bench._common import RESULTS_DIR, loadavg, table, write_results
 from bench.local_calls import CALL_KINDS, Call, capture_calls
+from bench.local_judge import judge
 from bench.local_servers import LlamaServer, PythonServer, Server, TokenCounter
 
 __all__ = ["Config", "Sample", "held", "main", "measure", "render", "run", "summarise"]
@@ -85,6 +90,7 @@ class Sample:
     prompt_tokens: int
     reused_tokens: int | None = None  # as the server reports it (llama-server only)
     text: str = ""
+    problem: str | None = None  # why the loop could not use the reply ("" usable; None not judged)
 
 
 class Counter(Protocol):
@@ -93,6 +99,8 @@ class Counter(Protocol):
 
 
 ServerFactory = Callable[[Config, int], Server]
+Judge = Callable[[str, dict[str, Any], str], str]
+"""``(kind, request body, reply text) -> ""`` if the loop could use the reply, else why not."""
 
 
 def _load() -> str:
@@ -119,8 +127,12 @@ def held(lock: str | None) -> Iterator[None]:
 
 def measure(config: Config, threads: int, variants: Sequence[Sequence[Call]], *, make_server: ServerFactory,
             counter: Counter, lock: str | None = None, kinds: Sequence[str] = CALL_KINDS,
-            time_box_s: float = 0.0) -> dict[str, Any]:
-    """Start ``config``'s server, replay ``variants`` (the first unmeasured), stop it. Returns its rows."""
+            time_box_s: float = 0.0, judge: Judge | None = None) -> dict[str, Any]:
+    """Start ``config``'s server, replay ``variants`` (the first unmeasured), stop it. Returns its rows.
+
+    With ``judge``, every measured reply is also judged (``local_judge.py``) and the rows say how
+    many the loop could have used.
+    """
     samples: dict[str, list[Sample]] = {k: [] for k in kinds}
     server = make_server(config, threads)
     with held(lock):
@@ -140,7 +152,8 @@ def measure(config: Config, threads: int, variants: Sequence[Sequence[Call]], *,
                         continue
                     samples[call.kind].append(Sample(
                         got.ttft, got.total, got.completion_tokens or counter.count(got.text), got.cpu_s,
-                        got.prompt_tokens or counter.prompt_tokens(call.body), got.reused, got.text))
+                        got.prompt_tokens or counter.prompt_tokens(call.body), got.reused, got.text,
+                        None if judge is None else judge(call.kind, call.body, got.text)))
         seconds = time.monotonic() - started
         load_after = _load()
     return {"config": config.name, "threads": threads, "load_before": load_before, "load_after": load_after,
@@ -168,6 +181,10 @@ def summarise(ss: Sequence[Sample]) -> dict[str, Any]:
     reused = [s.reused_tokens for s in ss if s.reused_tokens is not None]
     if reused:
         out["reused_tokens"] = med(reused)
+    judged = [s.problem for s in ss if s.problem is not None]
+    if judged:
+        out["usable"] = judged.count("")
+        out["problems"] = list(dict.fromkeys(p for p in judged if p))[:3]
     return out
 
 
@@ -206,18 +223,22 @@ def sweep_configs() -> list[Config]:
 
 def render(results: Sequence[dict[str, Any]]) -> str:
     headers = ["config", "threads", "call", "prompt tok", "compl tok", "TTFT s", "total s",
-               "prompt tok/s", "gen tok/s", "CPU s", "reused tok", "n", "load before → after"]
+               "prompt tok/s", "gen tok/s", "CPU s", "reused tok", "n", "usable", "load before → after"]
     rows = []
     for res in results:
         for kind, r in res["rows"].items():
             rows.append([res["config"], res["threads"], kind, r["prompt_tokens"], r["completion_tokens"],
                          r["ttft_s"], r["total_s"], r["prompt_tps"], r["gen_tps"], r["cpu_s"],
-                         r.get("reused_tokens", "—"), r["n"], f"{res['load_before']} → {res['load_after']}"])
+                         r.get("reused_tokens", "—"), r["n"], f"{r['usable']}/{r['n']}" if "usable" in r else "—",
+                         f"{res['load_before']} → {res['load_after']}"])
     return table(headers, rows)
 
 
 def verdict(results: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per target of issue 13, for the tuned configurations: median total time, met or missed."""
+    """One line per target of issue 13, for the tuned configurations: median total time, met or missed.
+
+    Where replies were judged, a target is met only if every reply was usable as well.
+    """
     lines = []
     for res in results:
         if res["config"] not in ("after", "llama-server"):
@@ -225,9 +246,11 @@ def verdict(results: Sequence[dict[str, Any]]) -> list[str]:
         for kind, target in TARGETS_S.items():
             r = res["rows"].get(kind)
             if r:
-                met = "met" if r["total_s"] <= target else "missed"
+                judged = "usable" in r
+                met = "met" if r["total_s"] <= target and (not judged or r["usable"] == r["n"]) else "missed"
+                note = f" ({r['usable']} of {r['n']} replies usable)" if judged else ""
                 lines.append(f"{res['config']} @ {res['threads']} thread(s): {kind} median {r['total_s']:.2f} s "
-                             f"(target ≤ {target:.0f} s) — {met}")
+                             f"(target ≤ {target:.0f} s){note} — {met}")
     return lines
 
 
@@ -325,7 +348,7 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
             variants = [capture_calls(v, model=spec, prompt_profile=config.profile,
                                       structured_output_method=config.method) for v in range(repeats + 1)]
             res = measure(config, n, variants, make_server=make_server, counter=counter, lock=args.lock,
-                          kinds=kinds, time_box_s=args.time_box)
+                          kinds=kinds, time_box_s=args.time_box, judge=judge)
             results.append(res)
             print(render([res]) + f"\n({res['seconds']:.0f} s)\n", flush=True)
     print(render(results))

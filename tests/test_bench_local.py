@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench.local import FLUSH, Config, Sample, held, measure, resolve_model, run, summarise, verdict
-from bench.local_calls import CALL_KINDS, Call, capture_calls, kind_of
+from bench.local_calls import CALL_KINDS, Call, capture_calls, kind_of, reply
 from bench.local_servers import Streamed, stream
 
 MODEL = "local:1.5b"
@@ -229,6 +229,27 @@ def test_the_verdict_judges_only_tuned_configurations_against_the_targets() -> N
     lines = verdict([{"config": "before", "threads": 1, "rows": rows}, {"config": "after", "threads": 2, "rows": rows}])
     assert lines == ["after @ 2 thread(s): generate median 5.50 s (target ≤ 6 s) — met",
                      "after @ 2 thread(s): assess median 3.50 s (target ≤ 3 s) — missed"]
+    judged = {"generate": {"total_s": 5.5, "n": 3, "usable": 2}, "step": {"total_s": 3.0, "n": 3, "usable": 3}}
+    assert verdict([{"config": "llama-server", "threads": 2, "rows": judged}]) == [
+        "llama-server @ 2 thread(s): generate median 5.50 s (target ≤ 6 s) (2 of 3 replies usable) — missed",
+        "llama-server @ 2 thread(s): step median 3.00 s (target ≤ 4 s) (3 of 3 replies usable) — met"]
+
+
+def test_every_measured_reply_is_judged_and_the_rows_count_the_usable_ones(fake_http: _FakeHTTP) -> None:
+    config = Config("after", "python", "compact", "function_calling", reuse=True)
+    seen: list[tuple[str, str]] = []
+
+    def judge(kind: str, body: dict[str, Any], text: str) -> str:
+        seen.append((kind, text))
+        return "" if body["messages"][0]["content"].endswith("1") else f"{kind} refused"
+
+    res = measure(config, 1, _calls(3, ("generate", "step")), make_server=lambda c, n: FakeServer(fake_http),
+                  counter=FakeCounter(), judge=judge)
+    assert seen == [("generate", "one two three"), ("step", "one two three")] * 2  # not the unmeasured first run
+    assert res["rows"]["generate"]["usable"] == 1 and res["rows"]["generate"]["problems"] == ["generate refused"]
+    unjudged = measure(config, 1, _calls(2, ("step",)), make_server=lambda c, n: FakeServer(fake_http),
+                       counter=FakeCounter())
+    assert "usable" not in unjudged["rows"]["step"]
 
 
 # --------------------------------------------------------------------------- order, warm-up, lock
@@ -293,6 +314,9 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
         assert all(r["n"] == 2 for r in res["rows"].values())
+        # the fake server's replies are timed and judged: neither a plan nor the TODO items
+        assert res["rows"]["generate"]["usable"] == 0 and "cannot read it" in res["rows"]["generate"]["problems"][0]
+        assert res["rows"]["step"]["usable"] == 0 and "TODO items missing" in res["rows"]["step"]["problems"][0]
         assert res["load_before"] and res["load_after"]
     # before, after-cold (flush before each), after-grammar-first, after; 3 variants × 2 kinds each
     assert len(fake_http.bodies) == 12 + 12 + 6 + 6
@@ -326,3 +350,33 @@ def test_the_default_model_is_the_shipped_configs(tmp_path: Path) -> None:
     spec, model = resolve_model(None)
     assert spec == find_config(cwd=tmp_path).models.default  # no soothe.yaml there: the shipped config
     assert model.alias in capture_calls(0, model=spec)[0].body["model"]
+
+
+# --------------------------------------------------------------------------- judging the replies
+
+
+def _reply_text(body: dict[str, Any]) -> str:
+    message = reply(body)["choices"][0]["message"]
+    return str(message["content"] or message["tool_calls"][0]["function"]["arguments"])
+
+
+def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_others() -> None:
+    from bench.local_judge import judge
+
+    calls = {c.kind: c.body for c in capture_calls(1, model=MODEL)}
+    assert {k: judge(k, b, _reply_text(b)) for k, b in calls.items()} == dict.fromkeys(CALL_KINDS, "")
+    plan = calls["generate"]
+    empty_search = '{"steps": [{"id": "s1", "tool": "search_text", "args": {}, "depends_on": []}]}'
+    assert judge("generate", plan, empty_search).startswith("the planner refuses it:")
+    no_report = ('{"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},'
+                 ' {"id": "s2", "tool": "answer", "args": {"task": "list them"}, "depends_on": ["s1"]}]}')
+    assert judge("generate", plan, no_report) == "no step writes TODO_SUMMARY_2.md, the report the goal names"
+    assert judge("generate", plan, "I would search first.").startswith("the planner cannot read it:")
+    assert "status 'continue'" in judge("assess", calls["assess"], '{"status": "continue", "summary": "more"}')
+    assert judge("intake", calls["intake"], '{"route": "maybe"}').startswith("not a RouteIntake")
+    step = calls["step"]
+    assert judge("step", step, "README.md: document the --dry-run flag") == (
+        "5 of 6 TODO items missing, e.g. 'check the exit code of run 2'")
+    assert judge("synthesis", calls["synthesis"], "  ") == "an empty reply"
+    with pytest.raises(ValueError, match="unknown call kind 'plan'"):
+        judge("plan", plan, "{}")

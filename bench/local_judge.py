@@ -1,0 +1,119 @@
+"""Could the loop use the reply a server gave in ``bench local``, or was it only fast?
+
+Timing a reply says nothing of whether it was worth waiting for: an earlier run timed a
+llama-server "plan" of 52 tokens that was one ``search_text`` step with empty arguments, which
+the planner refuses. So every measured reply is also judged, the way the loop would take it, on
+the benchmark's own goal and workspace (``local_calls.py``):
+
+- **intake** — reads as a ``RouteIntake`` (the planner's lenient reader for small answers).
+- **generate** — the planner's own reader and validator accept it with the compact profile's
+  rules and the built-in tools' schemas, without a re-ask; and the plan writes the report the
+  goal names (a plan that never writes it does not do the goal).
+- **step** — the reply holds every TODO item of the search output it was given (the step's task
+  is to summarise them by file; an item the reply leaves out is lost to the report).
+- **assess** — reads as an ``AssessStatus`` whose status is ``done``: the recorded run's plan ran
+  to its end and wrote the report, so "done" is the right answer and anything else costs the loop
+  another iteration.
+- **synthesis** — a reply that is not empty.
+
+``judge`` returns ``""`` for a usable reply, else the reason, which the results keep.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["judge"]
+
+_GOAL = re.compile(r"Summarise the TODO lines of the workspace by file in (\S+\.md)")
+_TODO_ITEM = re.compile(r"^\S+:\d+:.*?\bTODO\b:?\s*(.+)")  # a search hit: path:line: ... TODO item
+
+
+def _text_of(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
+
+
+@lru_cache(maxsize=1)
+def _capabilities() -> tuple[Any, ...]:
+    """The built-in tools as the loop offers them to the planner (names, read-only flags, schemas)."""
+    from soothe_planner.models import Capability
+    from soothe_planner.tools import make_builtin_tools
+    from soothe_planner.tools.schema import tool_args_schema
+
+    with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
+        tools = make_builtin_tools(tmp)
+    return tuple(
+        Capability(name=t.name, kind="tool", description=t.description or "",
+                   read_only=bool((t.metadata or {}).get("read_only")), args_schema=tool_args_schema(t))
+        for t in tools.values()
+    )
+
+
+def _plan_problem(body: dict[str, Any], text: str) -> str:
+    from soothe_planner.errors import PlannerError
+    from soothe_planner.models import PlanContext
+    from soothe_planner.planner.generation import decision_validator, readers
+
+    goal = _GOAL.search(_text_of(body))
+    if goal is None:
+        raise ValueError("a generate request without the benchmark's goal: local_calls.py's scenario changed")
+    context = PlanContext(available_capabilities=list(_capabilities()))
+    max_steps = 8
+    _, parse = readers(context, max_steps, None)
+    try:
+        generated = parse(text)
+    except (PlannerError, ValueError) as exc:
+        return f"the planner cannot read it: {exc}"[:300]
+    validate = decision_validator(goal[0], context, None, compact=True, allow_keep=False, replace=False,
+                                  max_steps=max_steps)
+    problems = validate(generated)
+    if problems:
+        return "the planner refuses it: " + "; ".join(problems)[:300]
+    assert generated.decision is not None  # validate refuses a decision without steps
+    report = goal[1]
+    if not any(s.tool == "write_file" and str((s.args or {}).get("path", "")).strip("./") == report
+               for s in generated.decision.steps):
+        return f"no step writes {report}, the report the goal names"
+    return ""
+
+
+def _step_problem(body: dict[str, Any], text: str) -> str:
+    given = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [] if m.get("role") == "user")
+    items = {m[1].strip() for line in given.splitlines() if (m := _TODO_ITEM.search(line))}
+    if not items:
+        raise ValueError("a step request without TODO lines: local_calls.py's scenario changed")
+    missing = sorted(i for i in items if i.casefold() not in text.casefold())
+    return f"{len(missing)} of {len(items)} TODO items missing, e.g. {missing[0]!r}" if missing else ""
+
+
+def _object_problem(text: str, kind: str) -> str:
+    from pydantic import ValidationError
+
+    from soothe_planner.errors import PlannerError
+    from soothe_planner.parsing.answers import parse_object
+    from soothe_planner.wire import AssessStatus, RouteIntake
+
+    schema = AssessStatus if kind == "assess" else RouteIntake
+    try:
+        value, _ = parse_object(text, schema)
+    except (PlannerError, ValidationError, ValueError) as exc:
+        return f"not a {schema.__name__}: {exc}"[:300]
+    if isinstance(value, AssessStatus) and value.status != "done":
+        return f"status {value.status!r} after the plan ran to its end and wrote the report (the answer is 'done')"
+    return ""
+
+
+def judge(kind: str, body: dict[str, Any], text: str) -> str:
+    """``""`` if the loop could use ``text`` as the reply to ``body`` (a call of ``kind``), else why not."""
+    if kind == "generate":
+        return _plan_problem(body, text)
+    if kind == "step":
+        return _step_problem(body, text)
+    if kind in ("assess", "intake"):
+        return _object_problem(text, kind)
+    if kind == "synthesis":
+        return "" if text.strip() else "an empty reply"
+    raise ValueError(f"judge: unknown call kind {kind!r}")
