@@ -360,6 +360,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--part", default=None, help="K/N: plan only the items at positions K mod N (0 <= K < N)")
     ap.add_argument("--merge", type=int, default=None, metavar="N", help="score and report the N parts written by --part")
     ap.add_argument("--rescore", action="store_true", help="score the saved answers again (no model)")
+    ap.add_argument("--partial", action="store_true",
+                    help="with --merge: report the parts written so far (a missing part is named, not an error)")
     ap.add_argument("--resume", action="store_true",
                     help="with --part: keep the items its file already holds and plan only the others")
     args = ap.parse_args(argv)
@@ -370,7 +372,7 @@ def main(argv: list[str]) -> int:
     if args.sanity:
         return sanity(chosen, load_similarity(args.similarity), args.seed)
     if args.merge is not None or args.rescore:
-        runs, elapsed = (merge_parts(args.merge, seed=args.seed, n=n, config=args.config.name)
+        runs, elapsed = (merge_parts(args.merge, seed=args.seed, n=n, config=args.config.name, partial=args.partial)
                          if args.merge is not None else _saved_answers(args.seed, n, args.config.name))
         print(f"worfbench: {len(runs)} items with answers (seed {args.seed})")
         return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
@@ -431,14 +433,19 @@ def _check_run(data: dict[str, Any], name: str, seed: int, n: int, config: str) 
         )
 
 
-def merge_parts(parts: int, *, seed: int, n: int, config: str) -> tuple[dict[str, dict[str, Any]], float]:
-    """The parts' answers, one run; refuses parts of a different run."""
+def merge_parts(parts: int, *, seed: int, n: int, config: str,
+                partial: bool = False) -> tuple[dict[str, dict[str, Any]], float]:
+    """The parts' answers, one run; refuses parts of a different run, and missing parts unless ``partial``."""
     runs: dict[str, dict[str, Any]] = {}
     elapsed = 0.0
     for k in range(parts):
         path = _common.RESULTS_DIR / f"worfbench.part-{k}-of-{parts}.json"
         if not path.exists():
-            raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first")
+            if partial:
+                print(f"--merge {parts} --partial: {path.name} is missing; its items are not in this report")
+                continue
+            raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first "
+                             "(or --partial to report the parts written so far)")
         data = json.loads(path.read_text())
         _check_run(data, path.name, seed, n, config)
         elapsed = max(elapsed, float(data["elapsed_s"]))  # the parts ran side by side

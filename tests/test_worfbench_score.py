@@ -203,6 +203,14 @@ def test_parts_merge_into_the_run_one_process_would_report(
     # a part from another run is refused, naming the mismatch
     with pytest.raises(SystemExit, match="seed 2410, 4 items"):
         main(["--merge", "2", "--n", "6", "--data", str(DATA)])
+    # a missing part is refused, unless the report is asked for the parts written so far
+    (tmp_path / "worfbench.part-1-of-2.json").unlink()
+    with pytest.raises(SystemExit, match=r"part-1-of-2\.json is missing; run --part 1/2 first"):
+        main(["--merge", "2", "--n", "4", "--data", str(DATA), "--similarity", "exact"])
+    assert main(["--merge", "2", "--partial", "--n", "4", "--data", str(DATA), "--similarity", "exact"]) == 0
+    part = json.loads((tmp_path / "worfbench.json").read_text())
+    assert (part["items_requested"], part["items_done"]) == (4, 2)
+    assert sorted(r["id"] for r in part["per_item"]) == sorted(str(it["id"]) for it in chosen[0::2])
 
 
 # --------------------------------------------------------------------------- the four variants
