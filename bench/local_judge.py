@@ -52,6 +52,17 @@ def _capabilities() -> tuple[Any, ...]:
     )
 
 
+def _step_cap(body: dict[str, Any]) -> int:
+    """The most steps the request's plan schema allows (its ``steps.maxItems``), as the planner set it."""
+    tools = body.get("tools") or []
+    fmt = body.get("response_format") or {}
+    schema = tools[0]["function"].get("parameters") if tools else (fmt.get("json_schema") or {}).get("schema")
+    cap = ((schema or {}).get("properties") or {}).get("steps", {}).get("maxItems")
+    if not isinstance(cap, int):
+        raise ValueError("a generate request whose plan schema has no steps.maxItems: local_calls.py's scenario changed")
+    return cap
+
+
 def _plan_problem(body: dict[str, Any], text: str) -> str:
     from soothe_planner.errors import PlannerError
     from soothe_planner.models import PlanContext
@@ -61,7 +72,7 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
     if goal is None:
         raise ValueError("a generate request without the benchmark's goal: local_calls.py's scenario changed")
     context = PlanContext(available_capabilities=list(_capabilities()))
-    max_steps = 8
+    max_steps = _step_cap(body)
     _, parse = readers(context, max_steps, None)
     try:
         generated = parse(text)

@@ -378,5 +378,11 @@ def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_other
     assert judge("step", step, "README.md: document the --dry-run flag") == (
         "5 of 6 TODO items missing, e.g. 'check the exit code of run 2'")
     assert judge("synthesis", calls["synthesis"], "  ") == "an empty reply"
+    # llama-server's requests carry the plan schema as json_schema: judged the same way
+    schema_calls = {c.kind: c.body for c in capture_calls(1, model=MODEL, structured_output_method="json_schema")}
+    assert {k: judge(k, b, _reply_text(b)) for k, b in schema_calls.items()} == dict.fromkeys(CALL_KINDS, "")
+    no_pattern = empty_search[:-2] + (', {"id": "s2", "tool": "write_file", "args": {"path": "TODO_SUMMARY_2.md", '
+                                      '"content": "{{s1.output}}"}, "depends_on": ["s1"]}]}')
+    assert "required argument 'pattern' is missing" in judge("generate", schema_calls["generate"], no_pattern)
     with pytest.raises(ValueError, match="unknown call kind 'plan'"):
         judge("plan", plan, "{}")
