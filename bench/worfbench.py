@@ -309,12 +309,21 @@ async def _run_items(
     """Every variant's answer for each item not in ``done`` (kept as given), within ``max_seconds``.
 
     ``on_item(runs, seconds)`` is called after each item with everything so far, so a run that is
-    stopped keeps what it finished.
+    stopped keeps what it finished. Each item is a run of its own: its calls count against a fresh
+    ``max_total_llm_calls`` budget (a run's controller from ``base.controller.for_run()``, sharing
+    only the in-flight limit), not one budget for the whole benchmark.
     """
-    model = base.model
+    from soothe_planner.concurrency import unwrap_model
+
     recorder = RawRecorder()
-    model.callbacks = [*(model.callbacks or []), recorder]
-    await model.ainvoke("Say OK.")  # start the server (if any) outside the time box
+    raw = unwrap_model(base.model)
+    raw.callbacks = [*(raw.callbacks or []), recorder]
+    controller = getattr(base, "controller", None)
+
+    def item_model() -> Any:
+        return raw if controller is None else controller.for_run().wrap_model(raw)
+
+    await item_model().ainvoke("Say OK.")  # start the server (if any) outside the time box
     recorder.take()
     settings = base.settings.model_copy(
         update={"on_failure": "raise", "max_plan_steps": max(base.settings.max_plan_steps, max_steps)}
@@ -326,6 +335,7 @@ async def _run_items(
             continue
         if time.perf_counter() - t0 > max_seconds:
             break
+        model = item_model()
         one = await single_call(model, item, recorder)
         structured = await structured_single_call(model, settings, item, recorder)
         no_reask, full, stats = await planner_answers(model, settings, item, recorder)

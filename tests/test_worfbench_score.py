@@ -360,3 +360,23 @@ def test_a_part_resumes_from_its_own_file_and_refuses_another_runs(
         wb.main(["--part", "0/2", "--resume", "--n", "6", "--data", str(DATA)])
     with pytest.raises(SystemExit, match="--resume continues a part's file"):
         wb.main(["--resume", "--n", "4", "--data", str(DATA)])
+
+
+async def test_each_item_has_the_call_budget_of_one_run_not_a_share_of_one_budget() -> None:
+    from types import SimpleNamespace
+
+    from bench.worfbench import _run_items, gold_of, workflow_as_generate_plan
+    from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
+    from soothe_planner.models import PlannerSettings
+    from soothe_planner.testing import FunctionChatModel
+
+    items = [dict(_tool_item(), id=f"x_{i}") for i in range(4)]
+    plan = workflow_as_generate_plan(gold_of(items[0]))  # type: ignore[arg-type]
+    model = FunctionChatModel(lambda call: "OK" if call.schema_name is None else plan)
+    controller = ConcurrencyController(ConcurrencyPolicy(max_total_llm_calls=5))  # 3 calls an item, 13 in all
+    base = SimpleNamespace(model=controller.wrap_model(model), controller=controller,
+                           settings=PlannerSettings(max_plan_steps=3, transport_backoff_s=0.0))
+    runs, _ = await _run_items(items, base, max_seconds=600, max_steps=10)
+    errors = [a["error"] for r in runs.values() for a in r["answers"].values() if a["error"]]
+    assert errors == [] and all(a["ok"] for r in runs.values() for a in r["answers"].values())
+    assert len(model.calls) == 13 and controller.total_llm_calls == 0  # the runs' budgets, not the base's
