@@ -28,8 +28,9 @@ Modes:
   START/END quirk keep it under 1.0 for wide or long gold graphs).
 - default: model runs, time-boxed (``--max-seconds``), items in sample order until the box is
   spent. ``--part K/N`` runs the items at positions K mod N and writes their answers to
-  ``bench/results/worfbench.part-K-of-N.json``; ``--merge N`` reads the N parts and scores them as
-  one run. Raw answers are saved per item (``worfbench.answers.json``), and ``--rescore`` scores
+  ``bench/results/worfbench.part-K-of-N.json`` after every item (``--resume`` continues a part that
+  was stopped); ``--merge N`` reads the N parts and scores them as one run (``--partial``: the
+  parts written so far). Each item is a run of its own, with its own call budget. Raw answers are saved per item (``worfbench.answers.json``), and ``--rescore`` scores
   them again without a model (after a scorer change, or with ``--similarity exact``).
 """
 

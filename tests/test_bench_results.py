@@ -24,7 +24,7 @@ def _markers() -> list[object]:
 
 def test_results_md_quotes_figures_from_every_benchmark_results_file() -> None:
     quoted = {m["file"] for m in MARKED.finditer(RESULTS_MD.read_text())}
-    for name in ("economy", "scale", "breaker", "dataflow", "worfbench_sanity"):
+    for name in ("economy", "scale", "breaker", "dataflow", "worfbench_sanity", "worfbench", "local", "local-judged"):
         assert name in quoted, f"bench/RESULTS.md quotes no figure from bench/results/{name}.json"
         assert (RESULTS_DIR / f"{name}.json").is_file()
 
