@@ -30,8 +30,9 @@ Modes:
   spent. ``--part K/N`` runs the items at positions K mod N and writes their answers to
   ``bench/results/worfbench.part-K-of-N.json`` after every item (``--resume`` continues a part that
   was stopped); ``--merge N`` reads the N parts and scores them as one run (``--partial``: the
-  parts written so far). Each item is a run of its own, with its own call budget. Raw answers are saved per item (``worfbench.answers.json``), and ``--rescore`` scores
-  them again without a model (after a scorer change, or with ``--similarity exact``).
+  parts written so far). Each item is a run of its own, with its own call budget. Raw answers
+  are saved per item (``worfbench.answers.json``), and ``--rescore`` scores them again without a
+  model (after a scorer change, or with ``--similarity exact``).
 """
 
 from __future__ import annotations
@@ -398,6 +399,8 @@ def main(argv: list[str]) -> int:
         runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps))
         return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
     name = f"worfbench.part-{part[0]}-of-{part[1]}"
+    if not args.resume and (_common.RESULTS_DIR / f"{name}.json").exists():  # never overwrite a part's answers
+        raise SystemExit(f"{name}.json exists: --resume to continue it, or remove it to start the part again")
     done, before = _resumed(name, args.seed, n, args.config.name) if args.resume else ({}, 0.0)
     if done:
         print(f"resuming {name}.json: {len(done)} item(s) kept ({before:.0f} s)")

@@ -352,6 +352,9 @@ def test_a_part_resumes_from_its_own_file_and_refuses_another_runs(
         return runs, 7.0
 
     monkeypatch.setattr(wb, "run_model", run_model)
+    with pytest.raises(SystemExit, match=r"part-0-of-2\.json exists: --resume to continue it"):
+        wb.main(["--part", "0/2", "--n", "4", "--data", str(DATA)])  # a part's answers are never overwritten
+    assert given == {}
     assert wb.main(["--part", "0/2", "--resume", "--n", "4", "--data", str(DATA)]) == 0
     assert given["ids"] == [chosen[0]["id"], chosen[2]["id"]] and list(given["done"]) == [first]  # type: ignore[call-overload]
     saved = json.loads((tmp_path / "worfbench.part-0-of-2.json").read_text())
