@@ -35,7 +35,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "write_workspace"]
+__all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "report_named", "text_of", "write_workspace"]
 
 CALL_KINDS = ("intake", "generate", "step", "assess", "synthesis")
 """The kinds of call, in the order one run of the loop sends them."""
@@ -59,10 +59,27 @@ class Call:
     body: dict[str, Any]
 
 
+_REPORT = re.compile(r"TODO_SUMMARY[_0-9]*\.md")
+
+
 def goal_for(variant: int) -> str:
     """The goal of run ``variant``: the same request, a report of its own."""
-    report = "TODO_SUMMARY.md" if variant == 0 else f"TODO_SUMMARY_{variant + 1}.md"
+    return _goal("TODO_SUMMARY.md" if variant == 0 else f"TODO_SUMMARY_{variant + 1}.md")
+
+
+def _goal(report: str) -> str:
     return f"Summarise the TODO lines of the workspace by file in {report}"
+
+
+def text_of(messages: list[dict[str, Any]], role: str | None = None) -> str:
+    """The contents of ``messages`` (only those of ``role``, if given), one after another."""
+    return "\n".join(str(m.get("content") or "") for m in messages if role is None or m.get("role") == role)
+
+
+def report_named(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(goal, report)`` of the run whose request holds ``messages``, or None if they name no report."""
+    found = _REPORT.search(text_of(messages))
+    return None if found is None else (_goal(found[0]), found[0])
 
 
 def write_workspace(folder: Path, variant: int) -> None:
@@ -97,9 +114,8 @@ def _structured_answer(name: str, schema: dict[str, Any], messages: list[dict[st
     if name == "AssessStatus":
         return {"status": "done", "goal_progress": 1.0, "confidence": 0.9,
                 "summary": "The summary was written to the report file."}
-    text = "\n".join(str(m.get("content") or "") for m in messages)
-    report = re.findall(r"TODO_SUMMARY[_0-9]*\.md", text)
-    return _plan("plan_action" not in schema.get("properties", {}), report[0] if report else "TODO_SUMMARY.md")
+    named = report_named(messages)
+    return _plan("plan_action" not in schema.get("properties", {}), named[1] if named else "TODO_SUMMARY.md")
 
 
 def kind_of(body: dict[str, Any]) -> str:
@@ -122,7 +138,7 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     messages = body.get("messages") or []
     message: dict[str, Any] = {"role": "assistant", "content": "The TODO lines are summarised by file in the report."}
     if kind_of(body) == "step":
-        data = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+        data = text_of(messages, "user")
         message["content"] = "\n".join(line for line in data.splitlines() if "TODO" in line and ":" in line)
     elif tools:
         fn = tools[0]["function"]

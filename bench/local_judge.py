@@ -26,30 +26,21 @@ import tempfile
 from functools import lru_cache
 from typing import Any
 
+from bench.local_calls import report_named, text_of
+
 __all__ = ["judge"]
 
-_GOAL = re.compile(r"Summarise the TODO lines of the workspace by file in (\S+\.md)")
 _TODO_ITEM = re.compile(r"^\S+:\d+:.*?\bTODO\b:?\s*(.+)")  # a search hit: path:line: ... TODO item
-
-
-def _text_of(body: dict[str, Any]) -> str:
-    return "\n".join(str(m.get("content") or "") for m in body.get("messages") or [])
 
 
 @lru_cache(maxsize=1)
 def _capabilities() -> tuple[Any, ...]:
-    """The built-in tools as the loop offers them to the planner (names, read-only flags, schemas)."""
-    from soothe_planner.models import Capability
+    """The built-in tools as the loop offers them to the planner (the executor's own capabilities)."""
+    from soothe_planner.execution import StepExecutor
     from soothe_planner.tools import make_builtin_tools
-    from soothe_planner.tools.schema import tool_args_schema
 
     with tempfile.TemporaryDirectory(prefix="bench-judge-") as tmp:
-        tools = make_builtin_tools(tmp)
-    return tuple(
-        Capability(name=t.name, kind="tool", description=t.description or "",
-                   read_only=bool((t.metadata or {}).get("read_only")), args_schema=tool_args_schema(t))
-        for t in tools.values()
-    )
+        return tuple(StepExecutor(tools=list(make_builtin_tools(tmp).values())).capabilities())
 
 
 def _step_cap(body: dict[str, Any]) -> int:
@@ -68,9 +59,10 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
     from soothe_planner.models import PlanContext
     from soothe_planner.planner.generation import decision_validator, readers
 
-    goal = _GOAL.search(_text_of(body))
-    if goal is None:
+    named = report_named(body.get("messages") or [])
+    if named is None:
         raise ValueError("a generate request without the benchmark's goal: local_calls.py's scenario changed")
+    goal, report = named
     context = PlanContext(available_capabilities=list(_capabilities()))
     max_steps = _step_cap(body)
     _, parse = readers(context, max_steps, None)
@@ -78,13 +70,12 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
         generated = parse(text)
     except (PlannerError, ValueError) as exc:
         return f"the planner cannot read it: {exc}"[:300]
-    validate = decision_validator(goal[0], context, None, compact=True, allow_keep=False, replace=False,
+    validate = decision_validator(goal, context, None, compact=True, allow_keep=False, replace=False,
                                   max_steps=max_steps)
     problems = validate(generated)
     if problems:
         return "the planner refuses it: " + "; ".join(problems)[:300]
     assert generated.decision is not None  # validate refuses a decision without steps
-    report = goal[1]
     if not any(s.tool == "write_file" and str((s.args or {}).get("path", "")).strip("./") == report
                for s in generated.decision.steps):
         return f"no step writes {report}, the report the goal names"
@@ -92,7 +83,7 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
 
 
 def _step_problem(body: dict[str, Any], text: str) -> str:
-    given = "\n".join(str(m.get("content") or "") for m in body.get("messages") or [] if m.get("role") == "user")
+    given = text_of(body.get("messages") or [], "user")
     items = {m[1].strip() for line in given.splitlines() if (m := _TODO_ITEM.search(line))}
     if not items:
         raise ValueError("a step request without TODO lines: local_calls.py's scenario changed")
