@@ -422,8 +422,7 @@ def _resumed(name: str, seed: int, n: int, config: str) -> tuple[dict[str, dict[
     path = _common.RESULTS_DIR / f"{name}.json"
     if not path.exists():
         return {}, 0.0
-    data = json.loads(path.read_text())
-    _check_run(data, path.name, seed, n, config)
+    data = _read_run(path, seed, n, config)
     return dict(data["runs"]), float(data["elapsed_s"])
 
 
@@ -437,14 +436,17 @@ def _parse_part(text: str) -> tuple[int, int]:
     return k, n
 
 
-def _check_run(data: dict[str, Any], name: str, seed: int, n: int, config: str) -> None:
+def _read_run(path: Path, seed: int, n: int, config: str) -> dict[str, Any]:
+    """A saved run (a part, or the answers file), refused if it is not this run's."""
+    data: dict[str, Any] = json.loads(path.read_text())
     if "runs" not in data:
-        raise SystemExit(f"{name} is from the earlier protocol (no saved answers to score); run it again")
+        raise SystemExit(f"{path.name} is from the earlier protocol (no saved answers to score); run it again")
     if (data["seed"], data["items_requested"], data["config"]) != (seed, n, config):
         raise SystemExit(
-            f"{name} is from seed {data['seed']}, {data['items_requested']} items, {data['config']}; "
+            f"{path.name} is from seed {data['seed']}, {data['items_requested']} items, {data['config']}; "
             f"expected seed {seed}, {n} items, {config}"
         )
+    return data
 
 
 def merge_parts(parts: int, *, seed: int, n: int, config: str,
@@ -460,8 +462,7 @@ def merge_parts(parts: int, *, seed: int, n: int, config: str,
                 continue
             raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first "
                              "(or --partial to report the parts written so far)")
-        data = json.loads(path.read_text())
-        _check_run(data, path.name, seed, n, config)
+        data = _read_run(path, seed, n, config)
         elapsed = max(elapsed, float(data["elapsed_s"]))  # the parts ran side by side
         runs.update(data["runs"])
     return runs, elapsed
@@ -471,8 +472,7 @@ def _saved_answers(seed: int, n: int, config: str) -> tuple[dict[str, dict[str, 
     path = _common.RESULTS_DIR / "worfbench.answers.json"
     if not path.exists():
         raise SystemExit(f"--rescore: {path.name} is missing; run the benchmark first")
-    data = json.loads(path.read_text())
-    _check_run(data, path.name, seed, n, config)
+    data = _read_run(path, seed, n, config)
     return data["runs"], float(data["elapsed_s"])
 
 
