@@ -318,7 +318,7 @@ async def _run_items(
     from soothe_planner.concurrency import unwrap_model
 
     recorder = RawRecorder()
-    raw = unwrap_model(base.model)
+    raw: Any = unwrap_model(base.model)  # a chat model; its callbacks are a list here
     raw.callbacks = [*(raw.callbacks or []), recorder]
     controller = getattr(base, "controller", None)
 
