@@ -228,6 +228,14 @@ def test_base_url_builds_an_openai_compatible_client_with_max_tokens_in_the_body
     assert planner.settings.structured_output_method == "function_calling"
 
 
+@pytest.mark.parametrize("spec", ["local", "local:0.5b", "local:1.5b"])
+def test_every_embedded_model_gets_function_calling_under_auto(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the embedded server answers json_schema with HTTP 500: "auto" must not pick it for any embedded model
+    monkeypatch.setenv("SOOTHE_LOCAL_LLM_URL", "http://127.0.0.1:1/v1")  # no server is started
+    planner = resolve_planner(config_from_dict({"models": {"default": spec}}))
+    assert planner.settings.structured_output_method == "function_calling"
+
+
 def test_explicit_model_wins_and_keeps_the_configured_method() -> None:
     from soothe_planner.testing import ScriptedChatModel
 

@@ -220,7 +220,7 @@ def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseCha
 
 
 def _uses_openai_compatible_server(config: SootheConfig) -> bool:
-    return config.models.default == "local" or config.models.base_url is not None
+    return split_model_spec(config.models.default)[0] == "local" or config.models.base_url is not None
 
 
 # --------------------------------------------------------------------------- planner
