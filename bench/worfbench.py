@@ -288,13 +288,16 @@ async def run_model(
     *, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     from soothe_planner.config import load_config, resolve_planner
+    from soothe_planner.config.providers import split_model_spec
 
     config = load_config(config_path)
     server = None
-    if config.models.default == "local" and not os.environ.get("SOOTHE_LOCAL_LLM_URL"):
-        from soothe_planner.local import LocalModelServer
+    kind, name = split_model_spec(config.models.default)
+    if kind == "local" and not os.environ.get("SOOTHE_LOCAL_LLM_URL"):
+        from soothe_planner.local import LocalModelServer, embedded_model
 
-        server = LocalModelServer(n_ctx=n_ctx)  # the package's default context would cut long tasks
+        # the configured embedded model, with a context for the longest tasks (the package's default cuts them)
+        server = LocalModelServer(n_ctx=n_ctx, model=embedded_model(name))
         os.environ["SOOTHE_LOCAL_LLM_URL"] = server.start()
     try:
         return await _run_items(items, resolve_planner(config), max_seconds, max_steps, done=done, on_item=on_item)

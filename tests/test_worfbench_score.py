@@ -383,3 +383,35 @@ async def test_each_item_has_the_call_budget_of_one_run_not_a_share_of_one_budge
     errors = [a["error"] for r in runs.values() for a in r["answers"].values() if a["error"]]
     assert errors == [] and all(a["ok"] for r in runs.values() for a in r["answers"].values())
     assert len(model.calls) == 13 and controller.total_llm_calls == 0  # the runs' budgets, not the base's
+
+
+@pytest.mark.parametrize(("spec", "alias_part"), [("local", "0.5b"), ("local:1.5b", "1.5b")])
+async def test_the_benchmark_serves_the_configured_embedded_model_with_its_long_context(
+    spec: str, alias_part: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import bench.worfbench as wb
+    import soothe_planner.local as local
+
+    started: list[dict[str, object]] = []
+
+    class FakeServer:
+        def __init__(self, **kwargs: object) -> None:
+            started.append(kwargs)
+
+        def start(self) -> str:
+            return "http://127.0.0.1:1/v1"
+
+        def stop(self) -> None:
+            pass
+
+    async def run_items(*args: object, **kwargs: object) -> tuple[dict[str, object], float]:
+        return {}, 0.0
+
+    monkeypatch.delenv("SOOTHE_LOCAL_LLM_URL", raising=False)
+    monkeypatch.setattr(local, "LocalModelServer", FakeServer)
+    monkeypatch.setattr(wb, "_run_items", run_items)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"models:\n  default: {spec}\n")
+    assert await wb.run_model([], config, 1.0, 12288, 10) == ({}, 0.0)
+    assert len(started) == 1 and started[0]["n_ctx"] == 12288
+    assert alias_part in started[0]["model"].alias  # type: ignore[attr-defined]
