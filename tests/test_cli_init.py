@@ -15,7 +15,7 @@ from soothe_planner.config import CONFIG_FILE_NAME, find_config, packaged_config
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = {"plan_action": "new", "execution_mode": "sequential", "next_action": "list",
         "steps": [{"id": "files", "description": "List the files", "tool": "list_dir", "args": {"path": "."}}]}
-SCRIPT = {  # a typed tool step runs with no model call; the one text reply is the final answer
+SCRIPT = {  # a typed tool step runs with no model call; the text reply would be a synthesised final answer
     "RouteIntake": [{"route": "complex", "answer": ""}],
     "GeneratePlan": [PLAN],
     "AssessStatus": [{"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "listed"}],
@@ -55,7 +55,9 @@ def test_init_then_run_without_config_reads_the_written_file_in_the_current_fold
     assert main(["init"]) == EXIT_DONE
     assert main(["run", "--thread", "t1", "List the files"]) == EXIT_DONE
     out = capsys.readouterr().out
-    assert "status done" in out and "The folder holds two files." in out
+    assert "status done" in out and "a.txt" in out
+    # the shipped config makes no final-answer call: the answer is the steps' own outputs
+    assert "The folder holds two files." not in out and "Completed steps" in out
     assert (project / ".soothe" / "checkpoints.sqlite").is_file()  # the written file's own paths
     assert main(["show", "--thread", "t1", "--json"]) == EXIT_DONE  # show finds the same checkpoint
     assert json.loads(capsys.readouterr().out)["status"] == "done"

@@ -8,7 +8,10 @@ server runs unchanged, with the same command-line flags.
   host crashes (SIGSEGV) in the first batched decode of this model — any prompt longer than one
   token — while single-token decoding works (seen again on this package's 2-core benchmark
   machine). Turning the extra buffers off (``use_extra_bufts = False``, a llama.cpp model
-  parameter the Python server does not expose) avoids that code path.
+  parameter the Python server does not expose) avoids that code path. Tried on that machine with
+  the 1.5B and dropped: sending only the Q4_K weights to the AMX buffer (a tensor override)
+  crashes the same way, and the other extra buffer, CPU_REPACK, given the Q4_K weights, was no
+  faster (prompt 50-57 vs 59-62 tokens/s, generation 8.3-9.2 vs 9.5-9.7 tokens/s, two threads).
   ``SOOTHE_LLAMA_EXTRA_BUFTS=1`` keeps llama.cpp's default, for machines where it works.
 - **A prompt cache that holds KV states, not logits.** With ``--cache`` the server saves the model
   state after every request so that a later prompt sharing a prefix can restore it. Each saved
