@@ -27,7 +27,7 @@ a tool confuses a small model.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -125,6 +125,11 @@ class PlanStepSpec(_Wire):
 
 class AssessStatus(_Wire):
     """Judge the goal's progress from the evidence."""
+
+    # Under the compact profile the model is asked for the status alone: on the 1.5B the other three
+    # fields were most of an assessment's generated tokens (and time), written after the status was
+    # chosen, and no later call of that profile reads them (the planner derives progress from the plan).
+    COMPACT_FIELDS: ClassVar[tuple[str, ...]] = ("status",)
 
     status: Literal["continue", "replan", "done"] = Field(
         description="done: goal achieved; continue: current plan stands; replan: current plan is wrong"

@@ -127,6 +127,10 @@ async def test_the_compact_profile_sends_the_compact_briefing_and_the_trimmed_sc
     assert body["messages"][0]["content"].startswith("Judge from the evidence")
     assert "description" not in _schema_keywords(body["tools"][0]["function"]["parameters"])
     assert body["tools"][0]["function"]["name"] == "AssessStatus"
+    # the status alone is asked for (AssessStatus.COMPACT_FIELDS), in the schema and in the briefing
+    parameters = body["tools"][0]["function"]["parameters"]
+    assert set(parameters["properties"]) == {"status"} and parameters["required"] == ["status"]
+    assert parameters["additionalProperties"] is False and "goal_progress" not in body["messages"][0]["content"]
 
 
 async def test_a_call_kind_with_a_cap_sends_it_and_other_kinds_keep_the_model_cap() -> None:

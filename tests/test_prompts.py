@@ -29,11 +29,12 @@ from soothe_planner.planner.prompts import (
     template_names,
     trim_text,
 )
+from soothe_planner.planner.prompts.profiles import compact_schema
 from soothe_planner.wire import AssessStatus, ChooseContinuation, ReflectOnPlan, RouteIntake, generation_model
 
 SYSTEM_SCHEMAS: dict[str, type[BaseModel]] = {
     "assess_system": AssessStatus,
-    "assess_system_compact": AssessStatus,
+    "assess_system_compact": compact_schema(AssessStatus),  # the status alone (AssessStatus.COMPACT_FIELDS)
     "generate_system": generation_model(8),
     "reflect_system": ReflectOnPlan,
     "continuation_system": ChooseContinuation,

@@ -229,6 +229,21 @@ async def test_a_done_resting_on_a_made_up_fact_is_turned_into_replan() -> None:
     assert (await full.assess_status("How many Python files?", state, PlanContext())).status == "done"
 
 
+async def test_the_compact_assessment_asks_for_the_status_alone_and_takes_progress_from_the_plan() -> None:
+    decision, _acts, results = _ran(("s1", "read_file", "port = 8443", []), ("s2", None, "8443", ["s1"]),
+                                    ("s3", "write_file", "wrote 4 bytes", ["s2"]))
+    state = LoopState(goal="Which port?", thread_id="t1", iteration=1, current_decision=decision,
+                      step_results=results[:1])
+    model = ScriptedChatModel(responses=[{"status": "continue"}, {"status": "done"}])
+    planner = LLMPlanner(model, settings=COMPACT)
+    got = await planner.assess_status("Which port?", state, PlanContext())
+    assert got.status == "continue" and got.goal_progress == pytest.approx(1 / 3)  # one step of three completed
+    assert "goal_progress" not in model.calls[0].messages[0].text  # the briefing names the one field
+    state = state.model_copy(update={"step_results": results[:2]})
+    got = await planner.assess_status("Which port?", state, PlanContext())
+    assert got.status == "done" and got.goal_progress == 1.0
+
+
 async def test_the_compact_assessment_shows_each_output_under_what_its_step_did() -> None:
     decision, _acts, results = _ran(("s1", "read_file", "port = 8443", []), ("s2", None, "8443", ["s1"]))
     state = LoopState(goal="Which port?", thread_id="t1", iteration=1, current_decision=decision, step_results=results)

@@ -111,6 +111,18 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
     return ids
 
 
+def _plan_progress(state: LoopState, pm: PlanManager | None) -> float:
+    """The share of the plan's steps that completed: the progress of an assessment that did not say."""
+    if pm is not None:
+        statuses = [n.status for n in pm.nodes]
+    elif state.current_decision is not None:
+        ok = {r.step_id for r in latest_results(state.step_results) if r.success}
+        statuses = ["completed" if s.id in ok else "pending" for s in state.current_decision.steps]
+    else:
+        statuses = []
+    return statuses.count("completed") / len(statuses) if statuses else 0.0
+
+
 class LLMPlanner(SyncPlannerMethods):
     """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
 
@@ -246,6 +258,8 @@ class LLMPlanner(SyncPlannerMethods):
                 summary=f"degraded: the planner could not assess ({len(exc.attempts)} attempts failed)", degraded=True,
             )
         a = outcome.value
+        if self.settings.prompt_profile == "compact":  # its schema asks for the status alone (AssessStatus)
+            a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else _plan_progress(state, pm)})
         if self._grounding_required():
             results = pm.step_results() if pm is not None else latest_results(state.step_results)
             nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])

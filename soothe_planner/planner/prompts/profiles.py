@@ -19,6 +19,9 @@ What ``compact`` changes, and only that:
   and every bound (``maxLength``, ``maxItems``, ``pattern``) are kept: a grammar built from the
   schema is what makes a small model's output end. The class that validates the answer is the
   same class under the same name, so nothing downstream can tell the profiles apart.
+- **The fields asked for**: a schema class may name, in ``COMPACT_FIELDS``, the only fields its
+  compact schema advertises (``AssessStatus``: the status alone). The others keep their defaults
+  when the answer is read; the compact system prompt names the same fields.
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ def trim_schema(schema: Any, *, _in_properties: bool = False) -> Any:
 def compact_schema(schema: type[M]) -> type[M]:
     """``schema`` under the same name and validation, advertising the trimmed JSON schema."""
     trimmed = trim_schema(schema.model_json_schema())
+    keep = getattr(schema, "COMPACT_FIELDS", None)
+    if keep is not None:
+        trimmed["properties"] = {k: v for k, v in trimmed["properties"].items() if k in keep}
+        trimmed["required"] = [k for k in trimmed.get("required", []) if k in keep]
     # LangChain names the tool after the schema's title and reads nothing else from the class.
     trimmed["title"] = schema.__name__
 
