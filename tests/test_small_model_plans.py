@@ -254,26 +254,6 @@ async def test_the_compact_assessment_shows_each_output_under_what_its_step_did(
     assert "- s2 step s2\n  output: 8443" in shown and "- s1 step s1\n  output: port = 8443" in shown
 
 
-async def test_the_compact_assessment_names_a_text_a_step_repeats_instead_of_showing_it_again() -> None:
-    lines = "src/a.py:3: # TODO: one\nsrc/b.py:9: # TODO: two\n"
-    long_text = lines * 40  # longer than the write tool's echo, which cuts it
-    echo = f"wrote {len(long_text)} bytes to R.md:\n{long_text[:200]}… ({len(long_text) - 200} more characters)"
-    decision, _acts, results = _ran(("s1", "search_text", long_text, []), ("s2", None, long_text, ["s1"]),
-                                    ("s3", "write_file", echo, ["s2"]), ("s4", "read_file", "port = 8443", []),
-                                    ("s5", "write_file", "wrote 11 bytes to P.txt:\nport = 8443", ["s4"]))
-    state = LoopState(goal="Write the TODO lines to R.md", thread_id="t1", iteration=1, current_decision=decision,
-                      step_results=results)
-    model = ScriptedChatModel(responses=[{"status": "done"}])
-    await LLMPlanner(model, settings=COMPACT).assess_status("Write the TODO lines to R.md", state, PlanContext())
-    shown = model.calls[0].last_text
-    assert shown.count("output: src/a.py:3: # TODO: one") == 1  # shown under s1, named under s2 and s3
-    assert shown.count("src/b.py:9") == long_text[:300].count("src/b.py:9")  # s1's excerpt holds them all
-    assert "- s2 step s2\n  output: the same as s1's output" in shown
-    assert f"- s3 step s3\n  output: wrote {len(long_text)} bytes to R.md: [the text of s2's output]" in shown
-    # a short text is shown again: naming it would save nothing and cost the model a lookup
-    assert "output: wrote 11 bytes to P.txt:\nport = 8443" in shown
-
-
 async def test_a_model_step_that_finds_no_answer_in_its_data_fails_as_missing_data() -> None:
     model = ScriptedChatModel(responses=["MISSING: the changelog was not in the data"])
     executor = StepExecutor(agent_model=model)

@@ -18,7 +18,6 @@ latest result is sent.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
@@ -186,43 +185,13 @@ def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Seque
     elif state.current_decision is not None:
         described = {s.id: s.description for s in state.current_decision.steps}
     lines = []
-    earlier: dict[str, str] = {}
     for r in results:
         what = described.get(r.step_id, "")
         body = (r.output if r.success else f"FAILED ({r.error_type or 'error'}): {r.error or r.output}").strip()
-        if r.success:
-            body, output = _named_repeat(body, earlier), body
-            earlier[r.step_id] = output
         if len(body) > ASSESS_EXCERPT:
             body = body[: ASSESS_EXCERPT - 1] + "…"
         lines.append(f"- {r.step_id} {what}\n  output: {body or '(empty)'}")
     return escape_data("\n".join(lines))
-
-
-REPEAT_MIN_CHARS = 40
-"""A text at least this long that a step's output repeats is named, not shown again."""
-_ECHO_CUT = re.compile(r"… \(\d+ more characters\)$")  # how the built-in write_file ends a cut echo
-
-
-def _named_repeat(output: str, earlier: dict[str, str]) -> str:
-    """``output``, or — when it repeats an earlier step's whole output, as a write of ``{{s1.output}}``
-    echoes what it wrote — a line naming that step instead of the same text again. The assessing
-    model reads each text once; on the 1.5B a search, the answer built from it and the write of that
-    answer made one text most of the assessment's prompt, three times over."""
-
-    def source(text: str) -> str | None:
-        core = _ECHO_CUT.sub("", text).rstrip()
-        cut = core != text.rstrip()
-        if len(core) < REPEAT_MIN_CHARS:
-            return None
-        return next((sid for sid, prev in reversed(earlier.items()) if prev == core or (cut and prev.startswith(core))), None)
-
-    if (sid := source(output)) is not None:
-        return f"the same as {sid}'s output"
-    head, _, rest = output.partition("\n")
-    if rest and (sid := source(rest)) is not None:
-        return f"{head} [the text of {sid}'s output]"
-    return output
 
 
 def generate_prompt(
