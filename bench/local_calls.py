@@ -12,7 +12,8 @@ The goal â€” summarise the workspace's TODO lines by file into a named report â€
 send each kind of call once, in the loop's order: intake (turned on here; the shipped config
 skips it), generate (the first plan: search, a model step that summarises, a write), the model
 step, assess (after the plan ran: "done") and synthesis (the final answer; a plan ending in a
-write is not its own answer). A capture that sends any other sequence is an error naming what
+write is not its own answer; turned on here too, as a provider config has it: the shipped config
+makes no final-answer call on the embedded model). A capture that sends any other sequence is an error naming what
 was sent, so a change of the loop's policy shows here instead of skewing the figures.
 
 A *variant* is another run: the report's name in the goal and one more TODO file in the
