@@ -241,6 +241,7 @@ def test_replace_supersedes_unlisted_pending_nodes_and_records_them() -> None:
     assert ids(pm.ready_steps()) == ["s5"]
     rev = pm.history[-1]
     assert rev.action == "replace" and rev.superseded == ["s2", "s3"] and rev.iteration == 1
+    assert pm.progress() == pytest.approx(1 / 3)  # s1 of s1, s4, s5: the superseded s2, s3 count for nothing
 
 
 def test_replace_keeps_a_skipped_step_that_names_a_superseded_dependency() -> None:

@@ -183,6 +183,11 @@ class PlanManager:
     def has_unfinished(self) -> bool:
         return self.dag.unfinished_count > 0
 
+    def progress(self) -> float:
+        """The share of the goal's steps that completed; superseded steps count as neither done nor to do."""
+        live = [n for n in self.dag.nodes.values() if not _superseded(n)]
+        return sum(n.status == "completed" for n in live) / len(live) if live else 0.0
+
     @property
     def execution_mode(self) -> ExecutionMode:
         return self._mode

@@ -114,13 +114,10 @@ def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
 def _plan_progress(state: LoopState, pm: PlanManager | None) -> float:
     """The share of the plan's steps that completed: the progress of an assessment that did not say."""
     if pm is not None:
-        statuses = [n.status for n in pm.nodes]
-    elif state.current_decision is not None:
-        ok = {r.step_id for r in latest_results(state.step_results) if r.success}
-        statuses = ["completed" if s.id in ok else "pending" for s in state.current_decision.steps]
-    else:
-        statuses = []
-    return statuses.count("completed") / len(statuses) if statuses else 0.0
+        return pm.progress()
+    steps = state.current_decision.steps if state.current_decision is not None else []
+    ok = {r.step_id for r in latest_results(state.step_results) if r.success}
+    return sum(s.id in ok for s in steps) / len(steps) if steps else 0.0
 
 
 class LLMPlanner(SyncPlannerMethods):
