@@ -454,7 +454,11 @@ def _read_run(path: Path, seed: int, n: int, config: str) -> dict[str, Any]:
 
 def merge_parts(parts: int, *, seed: int, n: int, config: str,
                 partial: bool = False) -> tuple[dict[str, dict[str, Any]], float]:
-    """The parts' answers, one run; refuses parts of a different run, and missing parts unless ``partial``."""
+    """The parts' answers, one run; refuses parts of a different run, and missing parts unless ``partial``.
+
+    The seconds are the sum of the parts' own: their model time, whether they ran side by side (the
+    wall clock then showed less) or one after another (it showed as much); a part file does not say.
+    """
     runs: dict[str, dict[str, Any]] = {}
     elapsed = 0.0
     for k in range(parts):
@@ -466,7 +470,7 @@ def merge_parts(parts: int, *, seed: int, n: int, config: str,
             raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first "
                              "(or --partial to report the parts written so far)")
         data = _read_run(path, seed, n, config)
-        elapsed = max(elapsed, float(data["elapsed_s"]))  # the parts ran side by side
+        elapsed += float(data["elapsed_s"])
         runs.update(data["runs"])
     return runs, elapsed
 
@@ -503,7 +507,7 @@ def report(
         per_item.append(row)
     summary = {v: {k: summarise(s) for k, s in d.items()} for v, d in scored.items()}
     _print_tables(summary, args.similarity)
-    print(f"\n{len(order)} of {n} items in {elapsed:.0f} s")
+    print(f"\n{len(order)} of {n} items in {elapsed:.0f} s of model time")
     meta = {"seed": args.seed, "config": args.config.name, "items_requested": n, "items_done": len(order),
             "elapsed_s": elapsed, "similarity": args.similarity}
     write_results("worfbench.answers", {**meta, "runs": {i: runs[i] for i in order}})
