@@ -317,7 +317,7 @@ async def test_a_compact_plan_may_write_only_where_the_goal_says(tmp_path: Path)
         ("Report on the files.", "give the number of Python files"),
     ],
 )
-def test_a_counts_number_is_never_grounded_even_when_a_tool_output_holds_it(goal: str, task: str) -> None:
+def test_a_counts_number_is_not_grounded_by_a_tool_output_that_merely_holds_it(goal: str, task: str) -> None:
     listing = "a.py\nb.md\nc.md\n(3 files)"
     decision, acts, results = _ran(("s1", "list_dir", listing, []), ("s2", None, "3", ["s1"]))
     decision.steps[1].description = acts[1].description = task
@@ -325,6 +325,47 @@ def test_a_counts_number_is_never_grounded_even_when_a_tool_output_holds_it(goal
     # a fact that is not a whole number is still checked as usual
     results[1] = results[1].model_copy(update={"output": "a.py"})
     assert ungrounded_facts(goal, decision, acts, results) == ("s2", [])
+
+
+def test_a_counts_number_is_grounded_by_the_count_a_counting_tool_returned() -> None:
+    counted = "4 files below . match '*.py':\na.py\nb.py\nc.py\nd.py"
+    decision, acts, results = _ran(("s1", "count_files", counted, []), ("s2", None, "4", ["s1"]))
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", [])
+    # grounded, but not vouched for: a "continue" over it stands (what was counted may not be what was asked)
+    assert grounded_answer("How many Python files?", decision, acts, results) == ("", [])
+    # another number than the count: not grounded, though the output holds no other count
+    results[1] = results[1].model_copy(update={"output": "5"})
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", ["5"])
+    # a qualified count is the tool's count minus something: the model's arithmetic, whichever number it gives
+    decision, acts, results = _ran(("s1", "count_lines", "5 lines in sales.csv", []), ("s2", None, "4", ["s1"]))
+    assert ungrounded_facts("How many rows, not counting the header?", decision, acts, results) == ("s2", ["4"])
+    results[1] = results[1].model_copy(update={"output": "5"})
+    assert ungrounded_facts("How many rows, not counting the header?", decision, acts, results) == ("s2", ["5"])
+    assert ungrounded_facts("How many rows?", decision, acts, results) == ("s2", [])
+    # a count stopped at its cap grounds nothing; nor does a count the answer did not read
+    decision, acts, results = _ran(("s1", "count_lines", "at least 5 lines in big.txt", []), ("s2", None, "5", ["s1"]))
+    assert ungrounded_facts("How many lines?", decision, acts, results) == ("s2", ["5"])
+    decision, acts, results = _ran(("s1", "count_lines", "5 lines in a.txt", []), ("s2", "read_file", "x", []),
+                                   ("s3", None, "5", ["s2"]))
+    assert ungrounded_facts("How many lines?", decision, acts, results) == ("s3", ["5"])
+    # the same text from a tool that does not count (a listing's own total) grounds nothing
+    decision, acts, results = _ran(("s1", "list_dir", counted, []), ("s2", None, "4", ["s1"]))
+    assert ungrounded_facts("How many Python files?", decision, acts, results) == ("s2", ["4"])
+
+
+async def test_a_count_a_counting_tool_made_ends_the_run_done_when_the_assessment_says_so(tmp_path: Path) -> None:
+    for name in ("a.py", "b.py", "notes.md"):
+        (tmp_path / name).write_text("x\n", encoding="utf-8")
+    ctx, executor = _context(tmp_path)
+    plan = {"steps": [_step("s1", "count_files", {"pattern": "*.py", "path": "."}),
+                      _step("s2", "answer", {"task": "give the number of Python files"}, "s1")]}
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "counted"}
+    model = ScriptedChatModel(responses=[plan, "2", done])
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
+                               intake=False, max_iterations=2)
+    out = await graph.ainvoke(goal_input("How many Python files are there?", thread_id="t1"), run_config("t1"))
+    assert out["status"] == "done" and "2" in out["final_answer"] and model.remaining == 0
 
 
 def test_only_the_tool_outputs_the_answer_depends_on_ground_it() -> None:

@@ -31,11 +31,45 @@ def workspace(tmp_path: Path) -> Path:
     return ws
 
 
-def test_builtins_are_four_and_only_write_file_is_not_read_only(workspace: Path) -> None:
+def test_builtins_are_six_and_only_write_file_is_not_read_only(workspace: Path) -> None:
     tools = make_builtin_tools(workspace)
     assert tuple(tools) == BUILTIN_TOOL_NAMES
     read_only = {name for name, t in tools.items() if (t.metadata or {}).get("read_only")}
-    assert read_only == {"list_dir", "read_file", "search_text"}
+    assert read_only == {"list_dir", "read_file", "search_text", "count_files", "count_lines"}
+
+
+def test_count_files_answers_with_the_number_first_then_what_it_counted(workspace: Path) -> None:
+    (workspace / "src" / "lib").mkdir()
+    (workspace / "src" / "lib" / "util.PY").write_text("x = 1\n", encoding="utf-8")
+    (workspace / ".git").mkdir()
+    (workspace / ".git" / "hook.py").write_text("", encoding="utf-8")  # a skipped folder is not counted
+    count = make_builtin_tools(workspace)["count_files"]
+    assert count.invoke({"pattern": "*.py"}).splitlines() == [
+        "2 files below . match '*.py':", "src/app.py", "src/lib/util.PY"]
+    assert count.invoke({"pattern": "src/lib/*", "path": "src"}).splitlines() == [
+        "1 file below src match 'src/lib/*':", "src/lib/util.PY"]
+    assert count.invoke({"pattern": "*.rs"}) == "0 files below . match '*.rs'"
+    _refused(count, {"pattern": " "}, r"pattern is empty")
+    _refused(count, {"pattern": "*", "path": "nowhere"}, r"nowhere")
+
+
+def test_count_lines_counts_every_line_or_those_holding_a_pattern(workspace: Path) -> None:
+    (workspace / "rows.csv").write_text("date,amount\n2026-03-01,3\n2026-03-04,1\n2026-03-09,2", encoding="utf-8")
+    (workspace / "blob.bin").write_bytes(b"\x00\x01TODO\n")
+    count = make_builtin_tools(workspace)["count_lines"]
+    assert count.invoke({"path": "rows.csv"}) == "4 lines in rows.csv"  # the last line has no newline
+    assert count.invoke({"path": "rows.csv", "pattern": "^2026", "regex": True}) == "3 lines in rows.csv contain '^2026'"
+    assert count.invoke({"path": "notes.md", "pattern": "todo"}) == "1 line in notes.md contains 'todo'"
+    # a folder: every text file below it (a binary file is not one)
+    assert count.invoke({"path": ".", "pattern": "TODO"}) == "2 lines in 2 files below . contain 'TODO'"
+    _refused(count, {"path": "blob.bin"}, r"'blob.bin' is a binary file")
+    _refused(count, {"path": "rows.csv", "pattern": "(", "regex": True}, r"not a valid regular expression")
+
+
+def test_count_lines_stopped_at_its_cap_says_at_least(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tools_mod, "MAX_COUNTED_LINES", 1)
+    (workspace / "big.txt").write_text("a\nb\nc\n", encoding="utf-8")
+    assert make_builtin_tools(workspace)["count_lines"].invoke({"path": "big.txt"}) == "at least 1 line in big.txt"
 
 
 def test_list_dir_marks_folders_and_defaults_to_the_root(workspace: Path) -> None:

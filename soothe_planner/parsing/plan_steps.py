@@ -67,9 +67,8 @@ _COUNT_TASK = re.compile(r"\b(?:how many|count|number of)\b", re.IGNORECASE)
 def is_count_task(text: str) -> bool:
     """Whether a step's task asks for a count ("how many", "count", "the number of ...").
 
-    A count is the one answer a model computes rather than copies; such a step lists what it
-    counts (``execution/steps.py``) and its number is grounded only by that list
-    (``planner/grounding.py``).
+    A count is the one answer a model computes rather than copies: its number is grounded only
+    when a counting tool returned it (``planner/grounding.py``).
     """
     return _COUNT_TASK.search(text) is not None
 

@@ -10,13 +10,20 @@ itself. A fact that appears in none was made up or computed by the model, and a 
 it is turned into "replan" with the facts named (``PlannerSettings.require_grounded_answer``; on by default under the compact
 prompt profile, where the assessing model is small).
 
-A count is never grounded: a model step asked for one ("how many", "count", "the number of")
-computes it, and its number found somewhere in a tool's output proves nothing (a 1.5B model
-answered "11 Python files", the total of a listing of 11 files, four of them .py). Two ways to let a
-small model show its working were measured and dropped: a numbered list of what it counted, and a
-yes/no verdict per candidate tallied here with the model's own sum required to agree — both were
-consistently wrong together (8 of 11 files said to be Python; 3 of 4 CSV rows), so each would
-have reported a wrong count as done.
+A count is grounded only by a tool that counted: a model step asked for one ("how many",
+"count", "the number of") computes it, and its number found somewhere in a tool's output proves
+nothing (a 1.5B model answered "11 Python files", the total of a listing of 11 files, four of them
+.py). Two ways to let a small model show its working were measured and dropped: a numbered list of
+what it counted, and a yes/no verdict per candidate tallied here with the model's own sum required
+to agree — both were consistently wrong together (8 of 11 files said to be Python; 3 of 4 CSV
+rows), so each would have reported a wrong count as done. What counts instead is code: the
+built-ins ``count_files`` and ``count_lines`` answer with the number first, and a count task's
+number is grounded when it is the count one of them returned to a step the answer depends on —
+unless the goal or the step qualifies the count ("not counting the header", "excluding tests"):
+then the answer is the tool's count minus something, the model's arithmetic again. A counted
+number grounds a "done"; it never turns a "continue" into one (``grounded_answer``): the count
+is of what the tool was asked to count, which may not be what the goal asks (on the goal suite
+the 1.5B answered the 5 lines of a CSV file for its 4 rows "not counting the header").
 
 Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
 judge model is what the small-model setting does not have. The rule refuses some right answers —
@@ -33,6 +40,7 @@ from typing import NamedTuple
 from soothe_planner.dag import ancestors
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
+from soothe_planner.tools import COUNTING_TOOL_NAMES
 
 __all__ = ["answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts"]
 
@@ -111,7 +119,10 @@ def grounded_answer(
     """``(the answer step's id, its facts)`` when the last plan ran every step to success and its
     answer states checkable facts, every one found in the tool outputs it read or the goal, and
     at least one in a tool output;
-    ``("", [])`` otherwise, and always for a count (computed, never copied).
+    ``("", [])`` otherwise, and always for a count: a counting tool's number shows that something
+    was counted, not that it was what the goal asked to count ("5 lines in sales.csv" answered
+    "how many data rows, not counting the header"), so only the assessing model's own "done" ends
+    a count.
 
     This is what lets a small assessment's "continue" over a finished, sourced answer be read as
     the "done" it is (``llm_planner``): nothing of the plan is left to continue.
@@ -191,9 +202,31 @@ def _judge(
     facts = answer_facts(result.output)
     count = is_count_task(step.description) or is_count_task(goal)
     # a count's number found somewhere in a tool's output proves nothing (a listing's total, a
-    # date's day): a count task's whole numbers are never grounded
+    # date's day): a count task's whole numbers are grounded only by a counting tool's count
+    qualified = _QUALIFIED.search(goal) or _QUALIFIED.search(step.description)
+    counted = _counted(nodes, results, fed) if count and not qualified else set()
     in_read = {f for f in facts if _contains(read, f)}
-    missing = [f for f in facts if (count and f.isdigit()) or not (f in in_read or _contains(goal, f))]
+    missing = [f for f in facts if (count and f.isdigit() and f not in counted) or not (f in in_read or _contains(goal, f))]
     return _Judged(step.id, facts, missing, count, [f for f in facts if f in in_read and f not in missing])
+
+
+_COUNTED = re.compile(r"(\d+) ")
+# a count with an exception is the tool's count minus something: the model's arithmetic
+_QUALIFIED = re.compile(r"\b(?:not counting|excluding|except|without|other than|apart from|besides|minus|ignoring|"
+                        r"but not|not including)\b", re.IGNORECASE)
+
+
+def _counted(nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], fed: set[str]) -> set[str]:
+    """The numbers counted by the counting built-ins (``count_files``, ``count_lines``) among the
+    steps in ``fed``: each answer starts with its count. "at least N" (a count stopped at its cap)
+    grounds nothing."""
+    tools = {n.id: n.tool for n in nodes}
+    out = set()
+    for r in results:
+        if r.success and r.step_id in fed and tools.get(r.step_id) in COUNTING_TOOL_NAMES:
+            m = _COUNTED.match(r.output)  # "at least N ..." does not match
+            if m:
+                out.add(m.group(1))
+    return out
 
 

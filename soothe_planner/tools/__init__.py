@@ -1,12 +1,13 @@
 """The built-in workspace tools: the front door of ``soothe_planner.tools``.
 
-``builtins.py`` holds the four tools and what each promises to answer; ``workspace.py`` holds how
+``builtins.py`` holds the six tools and what each promises to answer; ``workspace.py`` holds how
 a path is opened inside the workspace and never outside it, and which paths are never written;
 ``schema.py`` reads any tool's argument schema, against which typed tool steps are checked.
 """
 
 from soothe_planner.tools.builtins import (
     BUILTIN_TOOL_NAMES,
+    COUNTING_TOOL_NAMES,
     MAX_LIST_ENTRIES,
     MAX_READ_CHARS,
     MAX_SEARCH_FILE_BYTES,
@@ -22,6 +23,7 @@ from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
+    "COUNTING_TOOL_NAMES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_CHARS",
     "MAX_SEARCH_FILE_BYTES",

@@ -1,8 +1,9 @@
 """Which tools does a run get out of the box, and what does each promise to answer truthfully?
 
-Four built-ins over one ``Workspace`` (see ``workspace.py`` for how a path is kept inside it):
-``list_dir``, ``read_file`` and ``search_text`` are read-only (``metadata={"read_only": True}``, so
-plan mode may offer them); ``write_file`` is not (plan mode withholds it). They exist so a
+Six built-ins over one ``Workspace`` (see ``workspace.py`` for how a path is kept inside it):
+``list_dir``, ``read_file``, ``search_text``, ``count_files`` and ``count_lines`` are read-only
+(``metadata={"read_only": True}``, so plan mode may offer them); ``write_file`` is not (plan mode
+withholds it). They exist so a
 configured run can do something useful on a folder of files with no code written; anything richer
 is a user's tool named by ``pkg.module:attr``.
 
@@ -34,6 +35,13 @@ What was weighed:
   (``search_words.py``), instead of a bare "no matches" that a small model re-plans unchanged; a
   "no matches" names the path it searched. A write answers with the start of what it wrote, so
   whoever judges the goal sees the content, not only a byte count.
+- **Counts by code, not by a model.** A small model miscounts a listing it is shown (11 files,
+  four of them Python: "11"; four CSV rows: "3"), so a count's number is trusted only when a tool
+  counted it (``planner/grounding.py``). ``count_files`` (a glob over names, or over paths when the
+  pattern holds a ``/``) and ``count_lines`` (every line, or those holding a pattern, of a file or
+  of every text file below a folder) answer with the number first — "4 files below . match
+  '*.py'" — and then what they counted. A count stopped at its cap says "at least N", which
+  grounds nothing; files a count skipped are named, as a search names them.
 - Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
   them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
   ``tool_args_schema`` reads from the tool, or one model call fills them in for a step that lists
@@ -44,6 +52,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import fnmatch
 import functools
 import inspect
 import os
@@ -61,6 +70,8 @@ from soothe_planner.tools.workspace import Workspace
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
+    "COUNTING_TOOL_NAMES",
+    "MAX_COUNTED_LINES",
     "MAX_LIST_ENTRIES",
     "MAX_READ_CHARS",
     "MAX_SEARCH_FILE_BYTES",
@@ -76,6 +87,7 @@ __all__ = [
 MAX_READ_CHARS = 20_000
 MAX_LIST_ENTRIES = 200
 MAX_SEARCH_HITS = 50
+MAX_COUNTED_LINES = 100_000
 MAX_SEARCH_FILE_BYTES = 1_000_000
 MAX_WRITE_CHARS = 1_000_000
 SEARCH_TIME_LIMIT_S = 10.0
@@ -85,9 +97,13 @@ goal (a small assessing model kept saying "continue" over a correct file it coul
 the file holds what was asked."""
 _MAX_SKIPPED_NAMED = 20
 _LINE_CHUNK = 64 * 1024  # a line longer than this is read in pieces, so memory stays bounded
+_EVERY_LINE = regex.compile("")
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
 
-BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "write_file")
+BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "count_files", "count_lines", "write_file")
+COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
+"""The built-ins whose answer starts with a number they counted: the one source a count's number may
+come from (``planner/grounding.py``)."""
 
 F = TypeVar("F", bound=Callable[..., str])
 
@@ -284,6 +300,51 @@ def make_builtin_tools(
         return "\n".join(lines)
 
     @_os_errors
+    def count_files(pattern: str = "*", path: str = ".") -> str:
+        if not pattern.strip():
+            raise ToolException("count_files: the pattern is empty; use '*' to count every file")
+        fd, resolved = ws.open_folder(path)
+        try:
+            names = ["/".join(parts) for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS)
+                     if _readable_inside(ws, parts, dir_fd)]
+        finally:
+            os.close(fd)
+            os.close(resolved.dir_fd)
+        folded = pattern.strip().lower()
+        # a pattern with a folder in it is matched against the path, one without against the name
+        hits = [n for n in names if fnmatch.fnmatchcase((n if "/" in folded else n.rsplit("/", 1)[-1]).lower(), folded)]
+        where = resolved.rel or "."
+        head = f"{len(hits)} file{'' if len(hits) == 1 else 's'} below {where} match {pattern.strip()!r}"
+        if not hits:
+            return head
+        shown = hits[:MAX_LIST_ENTRIES]
+        if len(hits) > MAX_LIST_ENTRIES:
+            shown.append(f"... ({len(hits) - MAX_LIST_ENTRIES} more not shown)")
+        return head + ":\n" + "\n".join(shown)
+
+    @_os_errors
+    def count_lines(path: str, pattern: str = "", regex: bool = False) -> str:
+        if not _is_folder(ws, path):
+            fd, resolved = ws.open_file(path)
+            os.close(resolved.dir_fd)
+            with os.fdopen(fd, "rb") as fh:
+                if _is_binary(fh.read(8192)):
+                    raise ToolException(f"{path!r} is a binary file; only a text file's lines can be counted")
+        skipped: list[str] = []
+        matcher = _compile(pattern, regex) if pattern else _EVERY_LINE
+        found, more = _scan(path, pattern or "(every line)", matcher, MAX_COUNTED_LINES, skipped)
+        n = len(found)
+        files = {label.rsplit(":", 1)[0] for label, _ in found}
+        what = f"{'at least ' if more else ''}{n} line{'' if n == 1 else 's'}"
+        if _is_folder(ws, path):
+            what += f" in {len(files)} file{'' if len(files) == 1 else 's'} below {path.strip() or '.'}"
+        else:
+            what += f" in {path.strip()}"
+        if pattern:
+            what += f" contain {pattern!r}" if n != 1 else f" contains {pattern!r}"
+        return what + (f"\n{_skipped_note(skipped)}" if skipped else "")
+
+    @_os_errors
     def write_file(path: str, content: str) -> str:
         if len(content) > MAX_WRITE_CHARS:
             raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
@@ -313,6 +374,18 @@ def make_builtin_tools(
             "Search the workspace's text files for a pattern (case-insensitive; regex=true for a regular "
             f"expression). Returns 'file:line: text' lines, at most {MAX_SEARCH_HITS}, and names skipped files; "
             "a phrase no line holds exactly returns the lines holding most of its words, labelled so.",
+            True,
+        ),
+        (
+            count_files,
+            "Count the files below a folder whose names match a glob pattern such as '*.py' (every folder "
+            "below it; the answer starts with the number, then lists them).",
+            True,
+        ),
+        (
+            count_lines,
+            "Count the lines of a text file, or of every text file below a folder; with a pattern, only "
+            "the lines containing it (case-insensitive; regex=true for a regular expression).",
             True,
         ),
         (write_file, "Write a text file in the workspace, creating folders as needed (overwrites); answers with "
