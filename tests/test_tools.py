@@ -49,6 +49,9 @@ def test_count_files_answers_with_the_number_first_then_what_it_counted(workspac
     assert count.invoke({"pattern": "src/lib/*", "path": "src"}).splitlines() == [
         "1 file below src match 'src/lib/*':", "src/lib/util.PY"]
     assert count.invoke({"pattern": "*.rs"}) == "0 files below . match '*.rs'"
+    assert count.invoke({"pattern": "notes.md"}).startswith("1 file below . match 'notes.md'")
+    # a bare word that names no file is a mistaken pattern, not a count of 0
+    _refused(count, {"pattern": "python"}, r"named exactly 'python'.*'\*\.py'.*'\*python\*'")
     _refused(count, {"pattern": " "}, r"pattern is empty")
     _refused(count, {"pattern": "*", "path": "nowhere"}, r"nowhere")
 

@@ -41,7 +41,9 @@ What was weighed:
   pattern holds a ``/``) and ``count_lines`` (every line, or those holding a pattern, of a file or
   of every text file below a folder) answer with the number first — "4 files below . match
   '*.py'" — and then what they counted. A count stopped at its cap says "at least N", which
-  grounds nothing; files a count skipped are named, as a search names them.
+  grounds nothing; files a count skipped are named, as a search names them. A pattern with no
+  wildcard that names no file ("python" for Python files) is refused with the patterns that were
+  probably meant, rather than answered "0 files".
 - Each tool takes more than one argument (``recursive``, ``start_line``, ...), so a plan names
   them in a typed tool step (``tool`` and ``args``), checked at ingest against the schema
   ``tool_args_schema`` reads from the tool, or one model call fills them in for a step that lists
@@ -314,6 +316,12 @@ def make_builtin_tools(
         # a pattern with a folder in it is matched against the path, one without against the name
         hits = [n for n in names if fnmatch.fnmatchcase((n if "/" in folded else n.rsplit("/", 1)[-1]).lower(), folded)]
         where = resolved.rel or "."
+        if not hits and not any(c in folded for c in "*?["):
+            # "python" for Python files: 0 would be a count of the wrong thing, stated as a fact
+            raise ToolException(
+                f"no file below {where} is named exactly {pattern.strip()!r}: a pattern without * or ? matches "
+                f"whole names only; '*.py' matches the names ending in .py, '*{folded}*' those containing {folded!r}"
+            )
         head = f"{len(hits)} file{'' if len(hits) == 1 else 's'} below {where} match {pattern.strip()!r}"
         if not hits:
             return head
