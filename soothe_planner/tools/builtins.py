@@ -105,7 +105,8 @@ _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "count_files", "count_lines", "write_file")
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
-come from (``planner/grounding.py``)."""
+come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
+these names would be read the same way."""
 
 F = TypeVar("F", bound=Callable[..., str])
 
