@@ -214,28 +214,11 @@ def make_builtin_tools(
 
     @_os_errors
     def list_dir(path: str = ".", recursive: bool = False) -> str:
-        fd, resolved = ws.open_folder(path)
-        try:
-            if recursive:
-                names = []
-                for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
-                    if _readable_inside(ws, parts, dir_fd):
-                        names.append("/".join(parts))
-            else:
-                names = []
-                with os.scandir(fd) as entries:
-                    for entry in sorted(entries, key=lambda e: e.name):
-                        suffix = "/" if entry.is_dir(follow_symlinks=False) else (
-                            "@" if entry.is_symlink() else ""
-                        )
-                        names.append(entry.name + suffix)
-        finally:
-            os.close(fd)
-            os.close(resolved.dir_fd)
+        names, rel = _listing(ws, path, recursive)
         lines = names[:MAX_LIST_ENTRIES]
         if len(names) > MAX_LIST_ENTRIES:
             lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")
-        return "\n".join(lines) if lines else f"{resolved.rel} is empty"
+        return "\n".join(lines) if lines else f"{rel} is empty"
 
     @_os_errors
     def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
@@ -243,13 +226,8 @@ def make_builtin_tools(
             raise ToolException(f"start_line must be >= 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise ToolException(f"end_line must be >= start_line ({start_line}), got {end_line}")
-        fd, resolved = ws.open_file(path)
-        os.close(resolved.dir_fd)
-        with os.fdopen(fd, "rb") as fh:
-            if _is_binary(fh.read(8192)):
-                raise ToolException(f"{path!r} is a binary file; only text files can be read")
-            fh.seek(0)
-            return _read_lines(fh, path, start_line, end_line, os.fstat(fd).st_size)
+        with _open_text(ws, path, "only text files can be read") as fh:
+            return _read_lines(fh, path, start_line, end_line, os.fstat(fh.fileno()).st_size)
 
     def _scan(path: str, pattern: str, matcher: Any, cap: int, skipped: list[str]) -> tuple[list[tuple[str, str]], bool]:
         """``([(file:line, text)], stopped at cap)`` for the lines below ``path`` that ``matcher`` finds."""
@@ -306,17 +284,11 @@ def make_builtin_tools(
     def count_files(pattern: str = "*", path: str = ".") -> str:
         if not pattern.strip():
             raise ToolException("count_files: the pattern is empty; use '*' to count every file")
-        fd, resolved = ws.open_folder(path)
-        try:
-            names = ["/".join(parts) for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS)
-                     if _readable_inside(ws, parts, dir_fd)]
-        finally:
-            os.close(fd)
-            os.close(resolved.dir_fd)
+        names, rel = _listing(ws, path, recursive=True)
         folded = pattern.strip().lower()
         # a pattern with a folder in it is matched against the path, one without against the name
         hits = [n for n in names if fnmatch.fnmatchcase((n if "/" in folded else n.rsplit("/", 1)[-1]).lower(), folded)]
-        where = resolved.rel or "."
+        where = rel or "."
         if not hits and not any(c in folded for c in "*?["):
             # "python" for Python files: 0 would be a count of the wrong thing, stated as a fact
             raise ToolException(
@@ -333,19 +305,16 @@ def make_builtin_tools(
 
     @_os_errors
     def count_lines(path: str, pattern: str = "", regex: bool = False) -> str:
-        if not _is_folder(ws, path):
-            fd, resolved = ws.open_file(path)
-            os.close(resolved.dir_fd)
-            with os.fdopen(fd, "rb") as fh:
-                if _is_binary(fh.read(8192)):
-                    raise ToolException(f"{path!r} is a binary file; only a text file's lines can be counted")
+        folder = _is_folder(ws, path)
+        if not folder:
+            _open_text(ws, path, "only a text file's lines can be counted").close()
         skipped: list[str] = []
         matcher = _compile(pattern, regex) if pattern else _EVERY_LINE
         found, more = _scan(path, pattern or "(every line)", matcher, MAX_COUNTED_LINES, skipped)
         n = len(found)
         files = {label.rsplit(":", 1)[0] for label, _ in found}
         what = f"{'at least ' if more else ''}{n} line{'' if n == 1 else 's'}"
-        if _is_folder(ws, path):
+        if folder:
             what += f" in {len(files)} file{'' if len(files) == 1 else 's'} below {path.strip() or '.'}"
         else:
             what += f" in {path.strip()}"
@@ -407,6 +376,38 @@ def make_builtin_tools(
             func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True
         )
     return tools
+
+
+def _listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]:
+    """``(names, the folder's workspace-relative path)``: every readable file below ``path`` (``recursive``),
+    or its entries, folders marked ``/`` and symlinks ``@``."""
+    fd, resolved = ws.open_folder(path)
+    try:
+        if recursive:
+            names = ["/".join(parts) for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS)
+                     if _readable_inside(ws, parts, dir_fd)]
+        else:
+            names = []
+            with os.scandir(fd) as entries:
+                for entry in sorted(entries, key=lambda e: e.name):
+                    suffix = "/" if entry.is_dir(follow_symlinks=False) else ("@" if entry.is_symlink() else "")
+                    names.append(entry.name + suffix)
+    finally:
+        os.close(fd)
+        os.close(resolved.dir_fd)
+    return names, resolved.rel
+
+
+def _open_text(ws: Workspace, path: str, refusal: str) -> IO[bytes]:
+    """``path`` opened for reading at its start; a ``ToolException`` ending in ``refusal`` if it is binary."""
+    fd, resolved = ws.open_file(path)
+    os.close(resolved.dir_fd)
+    fh = os.fdopen(fd, "rb")
+    if _is_binary(fh.read(8192)):
+        fh.close()
+        raise ToolException(f"{path!r} is a binary file; {refusal}")
+    fh.seek(0)
+    return fh
 
 
 def workspace_files(root: str | Path, *, limit: int = 120) -> tuple[list[str], int]:
