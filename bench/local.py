@@ -32,7 +32,8 @@ Every configuration first replays variant 0 unmeasured (the model's pages in mem
 ``after``, the cache filled as a previous run would have left it), then variants 1..repeats.
 
 ``--sweep`` measures server settings instead (batch sizes, context size, the logits buffer, the
-prompt cache) on the generate and assess calls. ``--llama-server PATH`` adds llama.cpp's own
+sampler order, the prompt cache), one at a time, on the shipped prompts' generate, step and assess
+calls. ``--llama-server PATH`` adds llama.cpp's own
 server (a binary built elsewhere, never by this benchmark) with several slots and ``json_schema``.
 ``--lock FILE`` holds an exclusive flock on FILE while each server runs, so that people sharing a
 machine never run two model servers at once (do not also wrap the command in ``flock`` on the
@@ -62,6 +63,8 @@ from bench.local_servers import LlamaServer, PythonServer, Server, TokenCounter
 __all__ = ["Config", "Sample", "held", "main", "measure", "render", "run", "summarise"]
 
 TARGETS_S = {"generate": 6.0, "assess": 3.0, "step": 4.0}
+SWEEP_KINDS = ("generate", "step", "assess")
+"""The kinds ``--sweep`` measures: the three with targets, in the loop's order, so reuse sees them interleave."""
 FLUSH = {"messages": [{"role": "system", "content": "Reply with one word."},
                       {"role": "user", "content": "Say ok."}], "max_tokens": 2, "temperature": 0.0}
 """A call of another prompt: after it, the server's previous-request state shares nothing useful."""
@@ -206,15 +209,26 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
 
 
 def sweep_configs() -> list[Config]:
+    """One server setting changed at a time, on the shipped (``compact``) prompts.
+
+    ``stock`` → ``logits_all off`` changes only ``logits_all``; → ``tuned, no cache`` also the sampler
+    order (``grammar_last``); the batch and context rows change one setting of ``tuned, no cache``;
+    the last two run the calls in the loop's order, with only the previous request's KV kept, then
+    with the RAM prompt cache as well (the shipped server).
+    """
     base: dict[str, Any] = {"prompt_cache_mib": 0}
-    out = [Config("stock", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
-           Config("logits_all off", "python", "full", "function_calling", reuse=False, tuning=base)]
+
+    def cfg(name: str, tuning: dict[str, Any], reuse: bool = False) -> Config:
+        return Config(name, "python", "compact", "function_calling", reuse=reuse, tuning=tuning)
+
+    out = [cfg("stock", {"stock": True}),
+           cfg("logits_all off", {"stock": True, "logits_all": False}),
+           cfg("tuned, no cache", base)]
     for nb, nu in ((256, 256), (1024, 512), (1024, 1024), (2048, 512)):
-        out.append(Config(f"n_batch {nb}, n_ubatch {nu}", "python", "full", "function_calling", reuse=False,
-                          tuning={**base, "n_batch": nb, "n_ubatch": nu}))
-    out.append(Config("n_ctx 8192", "python", "full", "function_calling", reuse=False, tuning={**base, "n_ctx": 8192}))
-    out.append(Config("KV reuse only, loop order", "python", "full", "function_calling", reuse=True, tuning=base))
-    out.append(Config("RAM cache, loop order", "python", "full", "function_calling", reuse=True, tuning={}))
+        out.append(cfg(f"n_batch {nb}, n_ubatch {nu}", {**base, "n_batch": nb, "n_ubatch": nu}))
+    out.append(cfg("n_ctx 8192", {**base, "n_ctx": 8192}))
+    out.append(cfg("KV reuse only, loop order", base, reuse=True))
+    out.append(cfg("RAM cache, loop order", {}, reuse=True))
     return out
 
 
@@ -299,7 +313,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=_count, default=5, help="measured calls per kind and configuration (median reported)")
     ap.add_argument("--threads", type=_counts, default=[1, 2], help="comma-separated thread counts")
     ap.add_argument("--quick", action="store_true", help="2 repeats, 1 thread: a smoke run")
-    ap.add_argument("--sweep", action="store_true", help="measure server settings on generate and assess")
+    ap.add_argument("--sweep", action="store_true", help="measure server settings on generate, step and assess")
     ap.add_argument("--only", default="", help="comma-separated configuration names (default: all)")
     ap.add_argument("--kinds", default=",".join(CALL_KINDS), help="comma-separated call kinds")
     ap.add_argument("--llama-server", default=None, metavar="PATH", help="a llama-server binary to measure as well")
@@ -323,7 +337,7 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
         raise SystemExit(f"--kinds {args.kinds!r}: unknown call kind(s) {unknown}; choose from {', '.join(CALL_KINDS)}")
     configs = sweep_configs() if args.sweep else standard_configs(bool(args.llama_server))
     if args.sweep:
-        kinds = tuple(k for k in kinds if k in ("generate", "assess")) or ("generate", "assess")
+        kinds = tuple(k for k in kinds if k in SWEEP_KINDS) or SWEEP_KINDS
     if args.only:
         wanted = [n.strip() for n in args.only.split(",") if n.strip()]
         missing = [n for n in wanted if n not in {c.name for c in configs}]
