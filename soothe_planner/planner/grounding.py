@@ -25,6 +25,16 @@ number grounds a "done"; it never turns a "continue" into one (``grounded_answer
 is of what the tool was asked to count, which may not be what the goal asks (on the goal suite
 the 1.5B answered the 5 lines of a CSV file for its 4 rows "not counting the header").
 
+A goal that asks for *every* line of something ("find every line containing TODO and write those
+lines to X") is checked for what it delivers, not only for where its facts came from: each line a
+search step found must reach the text the plan delivered (the content a final write was fed, or the
+final answer). A 1.5B model planned search → answer → write for that goal, its answer step passed
+on one of the five lines, and every fact it kept was grounded, so the assessment's "done" stood
+over a report missing four lines (``unrelayed_lines``). A line counts as delivered when its text
+after the searched word ("# TODO: reject empty notes" → "reject empty notes") appears in the
+delivered text, case and spacing aside: a reformatted list passes, a dropped or reworded line
+does not.
+
 Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
 judge model is what the small-model setting does not have. The rule refuses some right answers —
 a sum is computed, never copied — which is the side it should err on: a refused right answer is
@@ -38,11 +48,12 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from soothe_planner.dag import ancestors
+from soothe_planner.dag.step_refs import REFERENCE_RE, arg_strings, parse_token
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
-from soothe_planner.tools import COUNTING_TOOL_NAMES
+from soothe_planner.tools import COUNTING_TOOL_NAMES, SEARCH_TOOL_NAME
 
-__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts"]
+__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts", "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -78,10 +89,12 @@ def guard_assessment(
 ) -> tuple[StatusAssessment, str]:
     """``(the assessment as the rules leave it, why it changed or "")``.
 
-    A "done" over an echo of the goal, or over a fact no tool it read returned, becomes "replan";
-    a "continue" over a finished plan (``plan_finished``: nothing of it left to run) whose answer
+    A "done" over an echo of the goal, over a fact no tool it read returned, or over a delivery
+    missing lines an "every line" goal asked for (``unrelayed_lines``) becomes "replan"; a
+    "continue" over a finished plan that delivered every such line (``plan_finished``: nothing of it left to run) whose answer
     ``grounded_answer`` vouches for becomes "done".
     """
+    dropped = unrelayed_lines(goal, decision, nodes, results)
     if a.status == "done":
         step_id, missing = ungrounded_facts(goal, decision, nodes, results)
         echo = echoed_goal(goal, decision, nodes, results)
@@ -89,12 +102,14 @@ def guard_assessment(
             why = f"the answer in {echo} only repeats words of the goal"
         elif missing:
             why = f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool output"
+        elif dropped:
+            why = dropped.why()
         else:
             return a, ""
         update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5),
                   "summary": f"[guard: {why}] {a.summary}".strip()}
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
-    if a.status == "continue" and plan_finished:
+    if a.status == "continue" and plan_finished and not dropped:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
@@ -230,3 +245,108 @@ def _counted(nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResul
     return out
 
 
+
+
+class Dropped(NamedTuple):
+    """Lines a search found that an "every line" goal's delivery left out."""
+
+    delivered_by: str  # the step whose text was checked
+    search_ids: list[str]
+    found: int
+    missing: list[str]  # "path:line: text" of each line left out, in the search's order
+
+    def why(self) -> str:
+        kept = self.found - len(self.missing)
+        shown = "; ".join(repr(m) for m in self.missing[:3]) + (" ..." if len(self.missing) > 3 else "")
+        return (f"the goal asks for every line, and {self.delivered_by} delivered {kept} of the {self.found} "
+                f"lines {', '.join(self.search_ids)} found (left out: {shown})")
+
+
+# "every line containing", "all TODO lines", "each of the lines that": a universal over lines
+_EVERY_LINE = re.compile(r"\b(?:every|all|each)(?:\s+of)?(?:\s+the)?(?:\s+(?!files?\b)[\w'-]+)?\s+lines?\b", re.IGNORECASE)
+_MATCH_LINE = re.compile(r"^(?P<where>[^\s:][^:\n]*:\d+): (?P<text>.*)$")
+_SPACE = re.compile(r"\s+")
+_LEAD = re.compile(r"^[\W_]+")
+
+
+def _fold(text: str) -> str:
+    return _SPACE.sub(" ", text).strip().casefold()
+
+
+def _core(text: str, pattern: str) -> str:
+    """What of a matched line must be delivered: the text after the searched word, else the line
+    without its leading comment marks ("# TODO: reject empty notes" → "reject empty notes")."""
+    folded = _fold(text)
+    at = folded.find(_fold(pattern)) if pattern.strip() else -1
+    if at >= 0:
+        rest = _LEAD.sub("", folded[at + len(_fold(pattern)):])
+        if rest:
+            return rest
+    return _LEAD.sub("", folded) or folded
+
+
+def _delivered(step: PlanStep | StepAction, outputs: dict[str, str], known: set[str]) -> str | None:
+    """The text ``step`` delivered: a model step's output, or a tool step's string arguments with
+    every reference resolved (``None`` when one cannot be: a field of a structured output)."""
+    if not (step.tool or step.tools or step.subagent):
+        return outputs.get(step.id)
+    parts = []
+    for _where, text in arg_strings(step.args or {}):
+        unresolved = False
+
+        def sub(m: re.Match[str]) -> str:
+            nonlocal unresolved
+            ref, field = parse_token(m.group(1), known)
+            if field or ref not in outputs:
+                unresolved = True
+                return ""
+            return outputs[ref]
+
+        resolved = REFERENCE_RE.sub(sub, text)
+        if unresolved:
+            return None
+        parts.append(resolved)
+    return "\n".join(parts)
+
+
+def unrelayed_lines(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
+) -> Dropped | None:
+    """For a goal that asks for every line of something: the lines a search step found that the
+    plan's delivery left out (``Dropped``), or ``None`` when it delivered them all or nothing is
+    checkable (no such goal, no search upstream of a delivery, a search that found no exact match).
+
+    The delivery is each final step of the last decision: the text a final tool step was given
+    (a write's content, its references resolved), or a final model step's answer.
+    """
+    if decision is None or not decision.steps or not _EVERY_LINE.search(goal):
+        return None
+    outputs = {r.step_id: r.output for r in results if r.success}
+    by_id: dict[str, PlanStep | StepAction] = {s.id: s for s in decision.steps}
+    by_id.update((n.id, n) for n in nodes)
+    graph = {i: n.depends_on for i, n in by_id.items()}
+    needed = {d for s in decision.steps for d in s.depends_on}
+    for final in (s for s in decision.steps if s.id not in needed):
+        # a search that found no exact match lists the lines nearest its words: candidates, not matches
+        searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if by_id[i].tool == SEARCH_TOOL_NAME
+                    and i in outputs and "(no line contains " not in outputs[i]]
+        if not searches:
+            continue
+        text = _delivered(final, outputs, set(by_id))
+        if text is None:
+            continue
+        haystack = _fold(text)
+        found, missing = 0, []
+        for search in searches:
+            args = search.args or {}
+            pattern = "" if args.get("regex") else str(args.get("pattern", ""))
+            for line in outputs[search.id].splitlines():
+                m = _MATCH_LINE.match(line)
+                if not m:
+                    continue
+                found += 1
+                if _core(m.group("text"), pattern) not in haystack:
+                    missing.append(line.strip())
+        if missing:
+            return Dropped(final.id, [s.id for s in searches], found, missing)
+    return None

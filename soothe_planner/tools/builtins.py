@@ -80,6 +80,7 @@ __all__ = [
     "MAX_SEARCH_HITS",
     "MAX_WRITE_CHARS",
     "SEARCH_TIME_LIMIT_S",
+    "SEARCH_TOOL_NAME",
     "WRITE_ECHO_CHARS",
     "make_builtin_tools",
     "resolve_in_workspace",
@@ -103,6 +104,9 @@ _EVERY_LINE = regex.compile("")
 _SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "count_files", "count_lines", "write_file")
+SEARCH_TOOL_NAME = "search_text"
+"""The built-in whose answer lists each matching line as ``path:line: text``: what an "every line"
+goal's delivery is checked against (``planner/grounding.py``). Trust goes by name, as for counts."""
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
