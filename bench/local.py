@@ -211,8 +211,8 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
 def sweep_configs() -> list[Config]:
     """One server setting changed at a time, on the shipped (``compact``) prompts.
 
-    ``stock`` → ``logits_all off`` changes only ``logits_all``; → ``tuned, no cache`` also the sampler
-    order (``grammar_last``); the batch and context rows change one setting of ``tuned, no cache``;
+    ``stock`` → ``logits_all off`` changes only ``logits_all``; → ``tuned without cache`` also the sampler
+    order (``grammar_last``); the batch and context rows change one setting of ``tuned without cache``;
     the last two run the calls in the loop's order, with only the previous request's KV kept, then
     with the RAM prompt cache as well (the shipped server).
     """
@@ -223,12 +223,13 @@ def sweep_configs() -> list[Config]:
 
     out = [cfg("stock", {"stock": True}),
            cfg("logits_all off", {"stock": True, "logits_all": False}),
-           cfg("tuned, no cache", base)]
+           cfg("tuned without cache", base)]
     for nb, nu in ((256, 256), (1024, 512), (1024, 1024), (2048, 512)):
-        out.append(cfg(f"n_batch {nb}, n_ubatch {nu}", {**base, "n_batch": nb, "n_ubatch": nu}))
+        # no comma in a name: --only takes a comma-separated list of them
+        out.append(cfg(f"n_batch {nb} / n_ubatch {nu}", {**base, "n_batch": nb, "n_ubatch": nu}))
     out.append(cfg("n_ctx 8192", {**base, "n_ctx": 8192}))
-    out.append(cfg("KV reuse only, loop order", base, reuse=True))
-    out.append(cfg("RAM cache, loop order", {}, reuse=True))
+    out.append(cfg("KV reuse only (loop order)", base, reuse=True))
+    out.append(cfg("RAM cache (loop order)", {}, reuse=True))
     return out
 
 

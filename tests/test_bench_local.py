@@ -325,6 +325,33 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 9
 
 
+def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_http: _FakeHTTP, tmp_path: Path) -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    def server(config: Any, n: int) -> FakeServer:
+        seen.append((config.name, dict(config.tuning)))
+        return FakeServer(fake_http)
+
+    code = run(["--model", MODEL, "--sweep", "--repeats", "1", "--threads", "1", "--only",
+                "stock,logits_all off,tuned without cache,n_batch 1024 / n_ubatch 1024,RAM cache (loop order)",
+                "--results-dir", str(tmp_path)], make_server=server, counter=FakeCounter())
+    assert code == 0
+    data = json.loads((tmp_path / "local_sweep.json").read_text())
+    # the three kinds with targets, in the loop's order (a reuse configuration sees them interleave)
+    assert data["kinds"] == ["generate", "step", "assess"]
+    assert [name for name, _ in seen] == ["stock", "logits_all off", "tuned without cache",
+                                          "n_batch 1024 / n_ubatch 1024", "RAM cache (loop order)"]
+    tunings = dict(seen)
+    # each row differs from the one it is read against by the one setting it names
+    assert tunings["logits_all off"] == {**tunings["stock"], "logits_all": False}
+    assert tunings["n_batch 1024 / n_ubatch 1024"] == {**tunings["tuned without cache"], "n_batch": 1024, "n_ubatch": 1024}
+    assert tunings["RAM cache (loop order)"] == {}  # the shipped server
+    # every configuration replays the compact (shipped) prompts: no plan_action field in the plan schema
+    generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
+    assert generates and not any("plan_action" in g["tools"][0]["function"]["parameters"]["properties"]
+                                 for g in generates)
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--model", "openai:gpt-4o"], "measures the embedded model"),
     (["--model", "local:7b"], "unknown embedded model"),
