@@ -89,6 +89,20 @@ def test_search_text_is_case_insensitive_and_names_file_and_line(workspace: Path
     assert out.splitlines() == ["notes.md:2: TODO: write the intro", "src/app.py:2: pass  # todo: implement"]
 
 
+def test_a_folder_search_passes_over_what_this_run_wrote_and_a_search_naming_it_reads_it(workspace: Path) -> None:
+    """Regression (1.5B): a re-plan searched again after a first report and listed the report's own line."""
+    tools = make_builtin_tools(workspace)
+    tools["write_file"].invoke({"path": "out/TODO_REPORT.md", "content": "notes.md:2: TODO: write the intro\n"})
+    out = tools["search_text"].invoke({"pattern": "todo"})
+    assert out.splitlines() == ["notes.md:2: TODO: write the intro", "src/app.py:2: pass  # todo: implement"]
+    assert tools["count_lines"].invoke({"path": ".", "pattern": "todo"}).startswith("2 lines in 2 files")
+    assert tools["search_text"].invoke({"pattern": "todo", "path": "out/TODO_REPORT.md"}).startswith(
+        "out/TODO_REPORT.md:1: notes.md:2:")
+    # the same file written by someone else (another run's tools) is the workspace's data
+    other = make_builtin_tools(workspace)["search_text"].invoke({"pattern": "todo"})
+    assert "out/TODO_REPORT.md:1:" in other
+
+
 def test_search_text_rejects_an_invalid_regex_with_the_pattern_named(workspace: Path) -> None:
     _refused(make_builtin_tools(workspace)["search_text"], {"pattern": "(", "regex": True}, r"'\(' is not a valid regular expression")
 

@@ -60,7 +60,7 @@ import inspect
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -213,8 +213,17 @@ def make_builtin_tools(
 
     ``protected_files`` are files the run depends on (its config, its checkpoint database) that
     ``write_file`` must never touch, however the path to them is spelled.
+
+    A search or line count over a folder passes over the files these tools have written: what a
+    run wrote is its own output, not the workspace's data. On the 1.5B, a re-plan of
+    "find every line containing TODO … and write those lines to TODO_REPORT.md" searched again
+    after a first, incomplete report, and the new report listed the old one's line as a TODO line
+    of the workspace. A search that names the file still reads it. The skip is not noted in the
+    output, which a plan may write on verbatim ({{s1.output}}): a note there would land in the
+    report.
     """
     ws = Workspace(workspace, protected_files=protected_files)
+    written: set[str] = set()  # workspace-relative paths write_file wrote
 
     @_os_errors
     def list_dir(path: str = ".", recursive: bool = False) -> str:
@@ -237,7 +246,7 @@ def make_builtin_tools(
         """``([(file:line, text)], stopped at cap)`` for the lines below ``path`` that ``matcher`` finds."""
         deadline = time.monotonic() + SEARCH_TIME_LIMIT_S
         hits: list[tuple[str, str]] = []
-        for rel, fh in _searchable(ws, path, skipped):
+        for rel, fh in _searchable(ws, path, skipped, written):
             with fh:
                 if _is_binary(fh.read(8192)):
                     continue
@@ -332,6 +341,7 @@ def make_builtin_tools(
             raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
         data = content.encode("utf-8")
         resolved = ws.write_file(path, data)
+        written.add(resolved.rel)
         if not content.strip():
             return f"wrote {len(data)} bytes to {resolved.rel} (nothing but whitespace)"
         shown = content if len(content) <= WRITE_ECHO_CHARS else (
@@ -452,11 +462,14 @@ def _readable_inside(ws: Workspace, parts: tuple[str, ...], dir_fd: int) -> bool
     return True
 
 
-def _searchable(ws: Workspace, path: str, skipped: list[str]) -> Iterable[tuple[str, IO[bytes]]]:
+def _searchable(
+    ws: Workspace, path: str, skipped: list[str], written: Collection[str] = ()
+) -> Iterable[tuple[str, IO[bytes]]]:
     """``(relative name, open file)`` for every file to search below ``path``; notes what it skips in ``skipped``.
 
-    Files over the size cap and files that cannot be read are named in ``skipped``; a symlink that
-    leads outside the workspace is not part of it and is passed over silently.
+    Files over the size cap and files that cannot be read are named in ``skipped``; below a folder,
+    the ``written`` ones (this run's own output) and a symlink that leads outside the workspace are
+    not part of the data and are passed over silently.
     """
     fd, resolved = ws.open_folder(path) if _is_folder(ws, path) else (None, None)
     if fd is None:
@@ -468,6 +481,8 @@ def _searchable(ws: Workspace, path: str, skipped: list[str]) -> Iterable[tuple[
     try:
         for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
             rel = "/".join(parts)
+            if rel in written:
+                continue
             try:
                 st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
                 if stat.S_ISLNK(st.st_mode):
