@@ -47,8 +47,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from soothe_planner.dag import ancestors
-from soothe_planner.dag.step_refs import REFERENCE_RE, arg_strings, parse_token
+from soothe_planner.dag import REFERENCE_RE, ancestors, arg_strings, parse_token
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
 from soothe_planner.tools import COUNTING_TOOL_NAMES, SEARCH_TOOL_NAME
