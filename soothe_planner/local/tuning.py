@@ -1,7 +1,10 @@
 """Which settings does the embedded model's server run with, and why these?
 
-Every number below was chosen by ``python -m bench local`` (``bench/RESULTS.md``, "local"), on a
-2-core machine, for Qwen2.5-Coder-0.5B Q4_K_M on llama-cpp-python's server:
+Every number below was chosen by ``python -m bench local`` (``bench/RESULTS.md`` §7) on a 2-core
+machine, first for Qwen2.5-Coder-0.5B Q4_K_M, then checked one setting at a time on the shipped
+1.5B and its compact prompts (``--sweep``: ``logits_all`` off read prompts about 15% faster, no
+batch or context size beat 512 / 512 / 4096 beyond the run's drift, and with the RAM cache off the
+loop's interleaving left nothing to reuse):
 
 - ``logits_all``: the stock server keeps the logits of *every* prompt token (152k floats each) for
   ``logprobs``, which the planner never asks for. Computing and copying them is paid on every
