@@ -52,7 +52,8 @@ from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, Ste
 from soothe_planner.parsing import is_count_task
 from soothe_planner.tools import COUNTING_TOOL_NAMES, SEARCH_TOOL_NAME
 
-__all__ = ["answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts", "unrelayed_lines"]
+__all__ = ["Dropped", "answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
+           "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -89,9 +90,9 @@ def guard_assessment(
     """``(the assessment as the rules leave it, why it changed or "")``.
 
     A "done" over an echo of the goal, over a fact no tool it read returned, or over a delivery
-    missing lines an "every line" goal asked for (``unrelayed_lines``) becomes "replan"; a
-    "continue" over a finished plan that delivered every such line (``plan_finished``: nothing of it left to run) whose answer
-    ``grounded_answer`` vouches for becomes "done".
+    missing lines an "every line" goal asked for (``unrelayed_lines``) becomes "replan". A
+    "continue" over a finished plan (``plan_finished``: nothing of it left to run) whose answer
+    ``grounded_answer`` vouches for, and which left out no such line, becomes "done".
     """
     dropped = unrelayed_lines(goal, decision, nodes, results)
     if a.status == "done":
@@ -244,8 +245,6 @@ def _counted(nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResul
     return out
 
 
-
-
 class Dropped(NamedTuple):
     """Lines a search found that an "every line" goal's delivery left out."""
 
@@ -262,7 +261,7 @@ class Dropped(NamedTuple):
 
 
 # "every line containing", "all TODO lines", "each of the lines that": a universal over lines
-_EVERY_LINE = re.compile(r"\b(?:every|all|each)(?:\s+of)?(?:\s+the)?(?:\s+(?!files?\b)[\w'-]+)?\s+lines?\b", re.IGNORECASE)
+_EVERY_LINE_GOAL = re.compile(r"\b(?:every|all|each)(?:\s+of)?(?:\s+the)?(?:\s+(?!files?\b)[\w'-]+)?\s+lines?\b", re.IGNORECASE)
 _MATCH_LINE = re.compile(r"^(?P<where>[^\s:][^:\n]*:\d+): (?P<text>.*)$")
 _SPACE = re.compile(r"\s+")
 _LEAD = re.compile(r"^[\W_]+")
@@ -318,7 +317,7 @@ def unrelayed_lines(
     The delivery is each final step of the last decision: the text a final tool step was given
     (a write's content, its references resolved), or a final model step's answer.
     """
-    if decision is None or not decision.steps or not _EVERY_LINE.search(goal):
+    if decision is None or not decision.steps or not _EVERY_LINE_GOAL.search(goal):
         return None
     outputs = {r.step_id: r.output for r in results if r.success}
     by_id: dict[str, PlanStep | StepAction] = {s.id: s for s in decision.steps}
