@@ -20,12 +20,7 @@ from pydantic import BaseModel
 from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.models import AgentDecision, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
-from soothe_planner.planner.plan_rules import (
-    ends_in_gathering,
-    repeats_dropped_lines,
-    retries_missing_data,
-    writes_not_asked_for,
-)
+from soothe_planner.planner.plan_rules import ends_in_gathering, retries_missing_data, writes_not_asked_for
 from soothe_planner.wire import GeneratePlan, generation_model
 
 __all__ = ["Generated", "decision_validator", "plan_schema", "readers"]
@@ -98,8 +93,7 @@ def decision_validator(
         if compact:
             problems = [p for p in (ends_in_gathering(gen.decision, by_name),
                                     *writes_not_asked_for(goal, gen.decision, by_name),
-                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []),
-                                    *repeats_dropped_lines(goal, gen.decision, pm.nodes if pm is not None else []))
+                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
                         if p]
             if problems:
                 return problems

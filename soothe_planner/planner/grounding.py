@@ -44,7 +44,7 @@ a failure the user sees, a wrong answer called done is a false success they do n
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import NamedTuple
 
 from soothe_planner.dag import REFERENCE_RE, ancestors, arg_strings, parse_token
@@ -52,8 +52,8 @@ from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, Ste
 from soothe_planner.parsing import is_count_task
 from soothe_planner.tools import COUNTING_TOOL_NAMES, SEARCH_TOOL_NAME
 
-__all__ = ["Dropped", "answer_facts", "asks_every_line", "echoed_goal", "grounded_answer", "guard_assessment",
-           "lines_left_out", "ungrounded_facts", "unrelayed_lines", "upstream_searches"]
+__all__ = ["Dropped", "answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
+           "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -317,55 +317,34 @@ def unrelayed_lines(
     The delivery is each final step of the last decision: the text a final tool step was given
     (a write's content, its references resolved), or a final model step's answer.
     """
-    if decision is None or not decision.steps or not asks_every_line(goal):
+    if decision is None or not decision.steps or not _EVERY_LINE_GOAL.search(goal):
         return None
     outputs = {r.step_id: r.output for r in results if r.success}
     by_id: dict[str, PlanStep | StepAction] = {s.id: s for s in decision.steps}
     by_id.update((n.id, n) for n in nodes)
+    graph = {i: n.depends_on for i, n in by_id.items()}
     needed = {d for s in decision.steps for d in s.depends_on}
     for final in (s for s in decision.steps if s.id not in needed):
-        searches = upstream_searches(final.id, by_id, outputs)
+        # a search that found no exact match lists the lines nearest its words: candidates, not matches
+        searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if by_id[i].tool == SEARCH_TOOL_NAME
+                    and i in outputs and "(no line contains " not in outputs[i]]
         if not searches:
             continue
         text = _delivered(final, outputs, set(by_id))
         if text is None:
             continue
-        found, missing = lines_left_out(text, searches, outputs)
+        haystack = _fold(text)
+        found, missing = 0, []
+        for search in searches:
+            args = search.args or {}
+            pattern = "" if args.get("regex") else str(args.get("pattern", ""))
+            for line in outputs[search.id].splitlines():
+                m = _MATCH_LINE.match(line)
+                if not m:
+                    continue
+                found += 1
+                if _core(m.group("text"), pattern) not in haystack:
+                    missing.append(line.strip())
         if missing:
             return Dropped(final.id, [s.id for s in searches], found, missing)
     return None
-
-
-def asks_every_line(goal: str) -> bool:
-    """Does ``goal`` ask for every line of something ("every line containing", "all TODO lines")?"""
-    return _EVERY_LINE_GOAL.search(goal) is not None
-
-
-def upstream_searches(
-    step_id: str, by_id: Mapping[str, PlanStep | StepAction], outputs: Mapping[str, str]
-) -> list[PlanStep | StepAction]:
-    """The ``search_text`` steps ``step_id`` depends on (directly or not) that listed exact matches."""
-    graph = {i: n.depends_on for i, n in by_id.items()}
-    # a search that found no exact match lists the lines nearest its words: candidates, not matches
-    return [by_id[i] for i in sorted(ancestors(graph, step_id)) if by_id[i].tool == SEARCH_TOOL_NAME
-            and i in outputs and "(no line contains " not in outputs[i]]
-
-
-def lines_left_out(
-    text: str, searches: Sequence[PlanStep | StepAction], outputs: Mapping[str, str]
-) -> tuple[int, list[str]]:
-    """``(lines the searches found, those of them missing from text)``, each missing one as the
-    search listed it (``path:line: text``)."""
-    haystack = _fold(text)
-    found, missing = 0, []
-    for search in searches:
-        args = search.args or {}
-        pattern = "" if args.get("regex") else str(args.get("pattern", ""))
-        for line in outputs[search.id].splitlines():
-            m = _MATCH_LINE.match(line)
-            if not m:
-                continue
-            found += 1
-            if _core(m.group("text"), pattern) not in haystack:
-                missing.append(line.strip())
-    return found, missing

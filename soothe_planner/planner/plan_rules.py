@@ -3,9 +3,8 @@
 The DAG validator (``dag/``) judges any plan: ids, dependencies, references, arguments. These
 rules judge what a plan is *for*, and apply only under the compact profile, where the planner is
 a small model that was seen to break them on real goals: a plan that only reads, re-planned every
-iteration without ever answering; a question answered by writing over the file just read; an
-answer that found its data lacking, asked again of the same data every iteration; and, for a goal
-asking for every line, a step that passed on some of the lines, asked again in the same words.
+iteration without ever answering; a question answered by writing over the file just read; and an
+answer that found its data lacking, asked again of the same data every iteration.
 Each returns the re-ask's words, so the model is told exactly what to change.
 """
 
@@ -15,9 +14,8 @@ from collections.abc import Mapping, Sequence
 
 from soothe_planner.dag import call_key
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
-from soothe_planner.planner.grounding import asks_every_line, lines_left_out, upstream_searches
 
-__all__ = ["ends_in_gathering", "repeats_dropped_lines", "retries_missing_data", "writes_not_asked_for"]
+__all__ = ["ends_in_gathering", "retries_missing_data", "writes_not_asked_for"]
 
 
 def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
@@ -99,42 +97,4 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
                 f"({reason}): first add a step that gets other data (read a listed file that may hold it, or "
                 f"search one distinctive word in \".\", the whole workspace) and make {s.id} depend on it"
             )
-    return problems
-
-
-def repeats_dropped_lines(goal: str, decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
-    """Model steps that ask again, in the same words, what an earlier model step asked when that
-    one passed on only some of the lines its search found — for a goal asking for every line.
-
-    The guard turns such a delivery back (``grounding.unrelayed_lines``); the 1.5B then re-planned
-    search → answer → write word for word and dropped the same lines again, costing a whole
-    iteration before it wrote the search's output itself. Refusing the repeat costs one re-ask.
-    """
-    if not asks_every_line(goal):
-        return []
-    outputs = {n.id: n.result.output for n in nodes if n.status == "completed" and n.result is not None}
-    by_id: dict[str, PlanStep | StepAction] = {n.id: n for n in nodes}
-    dropped: dict[str, tuple[PlanStep, int, int]] = {}
-    for n in nodes:
-        if n.id in outputs and not (n.tool or n.tools or n.subagent):
-            searches = upstream_searches(n.id, by_id, outputs)
-            found, missing = lines_left_out(outputs[n.id], searches, outputs) if searches else (0, [])
-            if missing:
-                dropped[_words(n.description)] = (n, found, found - len(missing))
-    if not dropped:
-        return []
-    plan: dict[str, PlanStep | StepAction] = {**by_id, **{s.id: s for s in decision.steps}}
-    problems = []
-    for s in decision.steps:
-        hit = dropped.get(_words(s.description)) if not (s.tool or s.tools or s.subagent) else None
-        if hit is None:
-            continue
-        old, found, kept = hit
-        feeds = [d.id for d in upstream_searches(s.id, plan, {i: "" for i in plan})]
-        write = f"{{{{{feeds[0]}.output}}}}" if feeds else "the search step's output"
-        problems.append(
-            f"step {s.id} asks again what {old.id} asked, and {old.id} passed on only {kept} of the {found} "
-            f"lines its search found: the goal asks for every line, so give the write the search's own "
-            f"output ({write}) instead of a step that retells it"
-        )
     return problems
