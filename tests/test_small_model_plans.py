@@ -569,6 +569,10 @@ def test_what_cannot_be_checked_is_not_called_dropped() -> None:
     # a field of a structured output cannot be resolved here
     decision, acts, results = _relay("x", content="{{s2.output.text}}")
     assert unrelayed_lines(EVERY, decision, acts, results) is None
+    # a dependency the steps given do not hold (a partial view of the goal's DAG) is passed over
+    lone = [StepAction(id="s2", description="answer", depends_on=["gone"])]
+    assert unrelayed_lines(EVERY, AgentDecision(steps=lone), lone,
+                           [StepResult(step_id="s2", success=True, output="x")]) is None
     # a final answer (no write) is the delivery when the plan ends in a model step
     decision, acts, results = _relay("reject empty notes")
     decision = AgentDecision(steps=decision.steps[:2])

@@ -326,8 +326,8 @@ def unrelayed_lines(
     needed = {d for s in decision.steps for d in s.depends_on}
     for final in (s for s in decision.steps if s.id not in needed):
         # a search that found no exact match lists the lines nearest its words: candidates, not matches
-        searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if by_id[i].tool == SEARCH_TOOL_NAME
-                    and i in outputs and "(no line contains " not in outputs[i]]
+        searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if i in by_id
+                    and by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and "(no line contains " not in outputs[i]]
         if not searches:
             continue
         text = _delivered(final, outputs, set(by_id))
