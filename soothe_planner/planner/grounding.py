@@ -50,7 +50,7 @@ from typing import NamedTuple
 from soothe_planner.dag import REFERENCE_RE, ancestors, arg_strings, parse_token
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
-from soothe_planner.tools import COUNTING_TOOL_NAMES, SEARCH_TOOL_NAME
+from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH_TOOL_NAME
 
 __all__ = ["Dropped", "answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
            "unrelayed_lines"]
@@ -327,7 +327,7 @@ def unrelayed_lines(
     for final in (s for s in decision.steps if s.id not in needed):
         # a search that found no exact match lists the lines nearest its words: candidates, not matches
         searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if i in by_id
-                    and by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and "(no line contains " not in outputs[i]]
+                    and by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and NEAREST_LINES_MARK not in outputs[i]]
         if not searches:
             continue
         text = _delivered(final, outputs, set(by_id))

@@ -60,7 +60,7 @@ import inspect
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -79,6 +79,7 @@ __all__ = [
     "MAX_SEARCH_FILE_BYTES",
     "MAX_SEARCH_HITS",
     "MAX_WRITE_CHARS",
+    "NEAREST_LINES_MARK",
     "SEARCH_TIME_LIMIT_S",
     "SEARCH_TOOL_NAME",
     "WRITE_ECHO_CHARS",
@@ -107,6 +108,9 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "
 SEARCH_TOOL_NAME = "search_text"
 """The built-in whose answer lists each matching line as ``path:line: text``: what an "every line"
 goal's delivery is checked against (``planner/grounding.py``). Trust goes by name, as for counts."""
+NEAREST_LINES_MARK = "(no line contains "
+"""How a search's answer starts its note when no line held the pattern and the lines listed are the
+nearest candidates, not matches (``planner/grounding.py`` checks no delivery against those)."""
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
@@ -282,7 +286,7 @@ def make_builtin_tools(
             ranked = rank_by_words(candidates, words)
             if ranked:
                 # the lines first: a small model reading "no line contains" first answered MISSING
-                lines = [*ranked, f"(no line contains {pattern!r} exactly; these lines hold the most of "
+                lines = [*ranked, f"{NEAREST_LINES_MARK}{pattern!r} exactly; these lines hold the most of "
                                   f"its words: {', '.join(words)})"]
         if not lines:
             where = "" if path.strip() in {"", "."} else f" in {path}"
@@ -398,8 +402,7 @@ def _listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]
     fd, resolved = ws.open_folder(path)
     try:
         if recursive:
-            names = ["/".join(parts) for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS)
-                     if _readable_inside(ws, parts, dir_fd)]
+            names = list(_files_below(ws, fd, resolved.parts))
         else:
             names = []
             with os.scandir(fd) as entries:
@@ -437,15 +440,22 @@ def workspace_files(root: str | Path, *, limit: int = 120) -> tuple[list[str], i
     names: list[str] = []
     total = 0
     try:
-        for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
-            if _readable_inside(ws, parts, dir_fd):
-                total += 1
-                if len(names) < limit:
-                    names.append("/".join(parts))
+        for name in _files_below(ws, fd, resolved.parts):
+            total += 1
+            if len(names) < limit:
+                names.append(name)
     finally:
         os.close(fd)
         os.close(resolved.dir_fd)
     return names, total
+
+
+def _files_below(ws: Workspace, fd: int, parts: tuple[str, ...]) -> Iterator[str]:
+    """The workspace-relative name of every readable file below the open folder ``fd`` (at ``parts``):
+    the one walk ``list_dir(recursive=True)``, ``count_files`` and the planner's overview share."""
+    for found, dir_fd in ws.walk(fd, parts, _SKIPPED_DIRS):
+        if _readable_inside(ws, found, dir_fd):
+            yield "/".join(found)
 
 
 def _readable_inside(ws: Workspace, parts: tuple[str, ...], dir_fd: int) -> bool:
