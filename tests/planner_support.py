@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from soothe_planner.dag.plan_manager import PlanManager
+from soothe_planner.execution import StepExecutor
+from soothe_planner.graph import offered_context
 from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import ScriptedChatModel
+from soothe_planner.tools import make_builtin_tools
 
 GOAL = "summarise the project's README"
 CTX = PlanContext(available_capabilities=["read_file", "search"], thread_id="t1")
@@ -47,3 +51,18 @@ def planner(
 ) -> tuple[LLMPlanner, ScriptedChatModel]:
     model = ScriptedChatModel(responses=list(replies))
     return LLMPlanner(model, settings=settings, **kw), model
+
+
+COMPACT = FAST.model_copy(update={"prompt_profile": "compact", "structured_output_method": "function_calling"})
+"""The small-model profile as the shipped embedded config runs it."""
+
+
+def typed_step(sid: str, tool: str, args: dict[str, Any], *deps: str) -> dict[str, Any]:
+    """One step of a compact plan reply: a tool and its args."""
+    return {"id": sid, "tool": tool, "args": args, "depends_on": list(deps)}
+
+
+def tool_context(ws: Path) -> tuple[PlanContext, StepExecutor]:
+    """The built-in tools over ``ws``, offered to the planner as a run offers them, and their executor."""
+    executor = StepExecutor(tools=list(make_builtin_tools(ws).values()))
+    return offered_context(executor, PlanContext(thread_id="t1", workspace=str(ws))), executor

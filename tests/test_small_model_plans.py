@@ -13,18 +13,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from planner_support import FAST
+from planner_support import COMPACT, FAST
+from planner_support import tool_context as _context
+from planner_support import typed_step as _step
 
 from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanParseError
 from soothe_planner.execution import StepExecutor
-from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
+from soothe_planner.graph import build_strange_loop, goal_input, run_config
 from soothe_planner.models import (
     AgentDecision,
     Capability,
     LoopState,
     PlanContext,
-    StatusAssessment,
     StepAction,
     StepResult,
 )
@@ -34,17 +35,14 @@ from soothe_planner.planner.grounding import (
     answer_facts,
     echoed_goal,
     grounded_answer,
-    guard_assessment,
     ungrounded_facts,
-    unrelayed_lines,
 )
 from soothe_planner.planner.plan_rules import retries_missing_data
 from soothe_planner.planner.prompts.phases import OVERVIEW_FILES, files_overview
 from soothe_planner.testing import ScriptedChatModel
-from soothe_planner.tools import make_builtin_tools, workspace_files
+from soothe_planner.tools import workspace_files
 from soothe_planner.wire import generation_model
 
-COMPACT = FAST.model_copy(update={"prompt_profile": "compact", "structured_output_method": "function_calling"})
 GOAL = "Which port does config/server.toml configure?"
 
 
@@ -55,15 +53,6 @@ def _workspace(tmp_path: Path) -> Path:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD").write_text("ref: main\n")
     return tmp_path
-
-
-def _context(ws: Path) -> tuple[PlanContext, StepExecutor]:
-    executor = StepExecutor(tools=list(make_builtin_tools(ws).values()))
-    return offered_context(executor, PlanContext(thread_id="t1", workspace=str(ws))), executor
-
-
-def _step(sid: str, tool: str, args: dict[str, Any], *deps: str) -> dict[str, Any]:
-    return {"id": sid, "tool": tool, "args": args, "depends_on": list(deps)}
 
 
 READ_THEN_ANSWER = {"steps": [
@@ -515,106 +504,3 @@ async def test_a_miscount_the_assessment_calls_done_never_ends_the_run_done(tmp_
                                intake=False, max_iterations=3)
     out = await graph.ainvoke(goal_input("How many data rows does sales.csv have?", thread_id="t1"), run_config("t1"))
     assert out["status"] == "failed" and "max_iterations" in (out.get("error") or "")
-
-
-# --------------------------------------------------------------------------- "every line": what was delivered
-
-EVERY = "Find every line containing TODO in the workspace and write those lines to TODO_REPORT.md"
-FOUND = ("src/notes.py:11: # TODO: reject empty notes\n"
-         "src/notes.py:16: # TODO: make the search case-insensitive\n"
-         "README.md:8: TODO: explain how to run the tests.")
-
-
-def _relay(answer: str, *, search_output: str = FOUND, content: str = "{{s2.output}}"
-           ) -> tuple[AgentDecision, list[StepAction], list[StepResult]]:
-    acts = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO", "path": "."}),
-            StepAction(id="s2", description="give the TODO lines", depends_on=["s1"]),
-            StepAction(id="s3", description="write", tool="write_file", depends_on=["s2"],
-                       args={"path": "TODO_REPORT.md", "content": content})]
-    results = [StepResult(step_id="s1", success=True, output=search_output),
-               StepResult(step_id="s2", success=True, output=answer),
-               StepResult(step_id="s3", success=True, output="wrote 20 bytes to TODO_REPORT.md")]
-    return AgentDecision(steps=acts), acts, results
-
-
-def test_an_every_line_goal_is_checked_for_each_line_the_search_found_reaching_the_write() -> None:
-    """Regression (README's goal, 1.5B): search → answer → write passed on one of the lines; 'done'."""
-    dropped = unrelayed_lines(EVERY, *_relay("src/notes.py: TODO: reject empty notes"))
-    assert dropped is not None and (dropped.delivered_by, dropped.found) == ("s3", 3)
-    assert dropped.missing == ["src/notes.py:16: # TODO: make the search case-insensitive",
-                               "README.md:8: TODO: explain how to run the tests."]
-    assert "delivered 1 of the 3 lines s1 found" in dropped.why()
-    # every line delivered, reformatted (grouped by file, comment marks and case aside): nothing dropped
-    grouped = ("## src/notes.py\n- Reject empty notes\n- make the search  case-insensitive\n"
-               "## README.md\n- explain how to run the tests.")
-    assert unrelayed_lines(EVERY, *_relay(grouped)) is None
-    # the search's own output written straight away holds every line
-    decision, acts, results = _relay("", content="{{s1.output}}")
-    assert unrelayed_lines(EVERY, decision, acts, results) is None
-    # a reworded line is not the line
-    assert unrelayed_lines(EVERY, *_relay(grouped.replace("Reject empty notes", "Disallow empty notes"))) is not None
-
-
-@pytest.mark.parametrize("goal", ["Summarise the TODO lines by file in TODO_REPORT.md",
-                                  "Which file has the most TODO lines? Write it to TODO_REPORT.md",
-                                  "Count all files whose lines contain TODO"])
-def test_a_goal_that_does_not_ask_for_every_line_may_deliver_some(goal: str) -> None:
-    assert unrelayed_lines(goal, *_relay("src/notes.py: reject empty notes")) is None
-
-
-def test_what_cannot_be_checked_is_not_called_dropped() -> None:
-    # a search with no exact match lists candidate lines, which the answer may rightly leave out
-    fuzzy = FOUND + "\n(no line contains 'TODO' exactly; these lines hold the most of its words: todo)"
-    assert unrelayed_lines(EVERY, *_relay("none", search_output=fuzzy)) is None
-    # a field of a structured output cannot be resolved here
-    decision, acts, results = _relay("x", content="{{s2.output.text}}")
-    assert unrelayed_lines(EVERY, decision, acts, results) is None
-    # a dependency the steps given do not hold (a partial view of the goal's DAG) is passed over
-    lone = [StepAction(id="s2", description="answer", depends_on=["gone"])]
-    assert unrelayed_lines(EVERY, AgentDecision(steps=lone), lone,
-                           [StepResult(step_id="s2", success=True, output="x")]) is None
-    # a final answer (no write) is the delivery when the plan ends in a model step
-    decision, acts, results = _relay("reject empty notes")
-    decision = AgentDecision(steps=decision.steps[:2])
-    dropped = unrelayed_lines(EVERY, decision, acts[:2], results[:2])
-    assert dropped is not None and dropped.delivered_by == "s2" and len(dropped.missing) == 2
-
-
-def test_a_done_over_a_delivery_missing_lines_becomes_replan_and_a_continue_is_not_vouched_for() -> None:
-    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="written")
-    decision, acts, results = _relay("src/notes.py: TODO: reject empty notes")
-    got, why = guard_assessment(EVERY, done, decision, acts, results, plan_finished=True)
-    assert got.status == "replan" and "delivered 1 of the 3 lines" in why and "delivered 1 of the 3" in got.summary
-    cont = done.model_copy(update={"status": "continue"})
-    assert guard_assessment(EVERY, cont, decision, acts, results, plan_finished=True)[0].status == "continue"
-    # the same plan delivering every line: the done stands, and a continue over it is read as done
-    decision, acts, results = _relay("src/notes.py: reject empty notes\nsrc/notes.py: make the search "
-                                     "case-insensitive\nREADME.md: explain how to run the tests.")
-    assert guard_assessment(EVERY, done, decision, acts, results, plan_finished=True) == (done, "")
-    assert guard_assessment(EVERY, cont, decision, acts, results, plan_finished=True)[0].status == "done"
-
-
-async def test_a_report_missing_lines_never_ends_an_every_line_run_done(tmp_path: Path) -> None:
-    """The README's goal end to end on the real tools: one line of three written is not done."""
-    (tmp_path / "notes.py").write_text("x = 1  # TODO: reject empty notes\n# TODO: case-insensitive search\n")
-    (tmp_path / "README.md").write_text("TODO: explain the tests\n")
-    ctx, executor = _context(tmp_path)
-    plan = {"steps": [_step("s1", "search_text", {"pattern": "TODO", "path": "."}),
-                      _step("s2", "answer", {"task": "give the TODO lines"}, "s1"),
-                      _step("s3", "write_file", {"path": "TODO_REPORT.md", "content": "{{s2.output}}"}, "s2")]}
-    done = {"status": "done"}
-    model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", done] * 2)
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=2)
-    out = await graph.ainvoke(goal_input(EVERY, thread_id="t1"), run_config("t1"))
-    assert out["status"] == "failed" and "max_iterations" in (out.get("error") or "")
-    # the same run whose answer passes every line on ends done
-    whole = "notes.py: reject empty notes; case-insensitive search\nREADME.md: explain the tests"
-    model = ScriptedChatModel(responses=[plan, whole, done])
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=2)
-    out = await graph.ainvoke(goal_input(EVERY, thread_id="t2"), run_config("t2"))
-    assert out["status"] == "done" and model.remaining == 0
-    assert (tmp_path / "TODO_REPORT.md").read_text() == whole
