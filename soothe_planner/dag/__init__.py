@@ -30,11 +30,16 @@ from soothe_planner.dag.render import (
 )
 from soothe_planner.dag.step_refs import (
     REFERENCE_RE,
+    BadReferenceError,
     Reference,
     arg_strings,
+    find_references,
+    lookup_reference,
     map_arg_strings,
     parse_token,
     references_in,
+    resolve_args,
+    resolve_references,
 )
 from soothe_planner.dag.step_refs import (
     canonical as canonical_reference,
@@ -48,6 +53,7 @@ from soothe_planner.dag.validation import (
 
 __all__ = [
     "REFERENCE_RE",
+    "BadReferenceError",
     "IngestReport",
     "PlanDAG",
     "PlanManager",
@@ -63,13 +69,17 @@ __all__ = [
     "check_args",
     "dag_prompt",
     "find_cycle",
+    "find_references",
     "latest_results",
     "listing",
+    "lookup_reference",
     "map_arg_strings",
     "mermaid",
     "parse_token",
     "reachable",
     "references_in",
+    "resolve_args",
+    "resolve_references",
     "signature",
     "validate_steps",
 ]

@@ -11,17 +11,25 @@ import it (``tests/test_layers.py``).
 
 Only arguments are read: a description's references are resolved by the executor too, but a
 description is prose for a model, where a brace pair is as often an example as a reference.
+
+Resolution lives here as well (``resolve_args``, ``resolve_references``): the executor splices
+outputs into a tool's args with it, and the planner's guard (``planner/grounding.py``) reads what
+a write was given with the same code, rather than a second resolver beside it.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["REFERENCE_RE", "Reference", "arg_strings", "canonical", "map_arg_strings", "parse_token", "references_in",
-           "rename_references"]
+from soothe_planner.models import StepResult
+
+__all__ = ["REFERENCE_RE", "BadReferenceError", "Reference", "arg_strings", "canonical", "find_references",
+           "lookup_reference", "map_arg_strings", "parse_token", "references_in", "rename_references", "resolve_args",
+           "resolve_references"]
 
 REFERENCE_RE = re.compile(r"\{\{\s*([A-Za-z0-9_][A-Za-z0-9_.-]*)\s*\}\}")
 """Every ``{{token}}`` the executor treats as a reference (the same pattern it resolves)."""
@@ -109,3 +117,75 @@ def rename_references(args: dict[str, Any], renamed: Mapping[str, str], batch: C
 
     changed: dict[str, Any] = map_arg_strings(args, follow)
     return changed
+
+
+# --------------------------------------------------------------------------- resolving references
+
+
+class BadReferenceError(Exception):
+    """A step's description refers to an output that does not exist (yet)."""
+
+
+def find_references(text: str, known_ids: Sequence[str]) -> list[str]:
+    """The step ids ``text`` refers to (known or not), in order of appearance."""
+    known = dict.fromkeys(known_ids)
+    return [parse_token(m.group(1), known)[0] for m in REFERENCE_RE.finditer(text)]
+
+
+def _field(result: StepResult, field: str) -> str:
+    source: object = result.outcome if field in result.outcome else None
+    if source is None:
+        try:
+            parsed = json.loads(result.output)
+        except (ValueError, TypeError):
+            parsed = None
+        if isinstance(parsed, dict) and field in parsed:
+            source = parsed
+    if not isinstance(source, Mapping):
+        raise BadReferenceError(
+            f"reference '{{{{{result.step_id}.result.{field}}}}}' names field {field!r}, which step "
+            f"{result.step_id!r} did not produce (its result has no such key); refer to the whole output instead"
+        )
+    value = source[field]
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def lookup_reference(m: re.Match[str], completed: Mapping[str, StepResult]) -> tuple[Reference, str]:
+    """``(the reference a REFERENCE_RE match names, the output or field it stands for)``; an exact
+    id wins ("s1.output" could in principle be an id: ids may contain dots)."""
+    step_id, field = parse_token(m.group(1), completed)
+    result = completed.get(step_id)
+    if result is None or not result.success:
+        raise BadReferenceError(
+            f"reference '{m.group(0)}' names step {step_id!r}, which has not completed; a step may "
+            "only refer to the output of a completed step it depends on"
+        )
+    return Reference(m.group(0), step_id, field), _field(result, field) if field else result.output
+
+
+def resolve_references(text: str, completed: Mapping[str, StepResult]) -> tuple[str, list[str]]:
+    """Replace every reference in ``text``; return the new text and the step ids it used.
+
+    ``completed`` maps step ids to results of steps that *completed*; a reference to anything
+    else raises ``BadReferenceError`` naming the reference and the rule.
+    """
+    used: list[str] = []
+
+    def sub(m: re.Match[str]) -> str:
+        ref, value = lookup_reference(m, completed)
+        used.append(ref.step_id)
+        return value
+
+    return REFERENCE_RE.sub(sub, text), used
+
+
+def resolve_args(args: Mapping[str, Any], completed: Mapping[str, StepResult]) -> tuple[dict[str, Any], list[str]]:
+    """A typed tool step's args with every reference in a string (at any depth) replaced by the output."""
+    used: list[str] = []
+
+    def resolve(text: str) -> str:
+        resolved, ids = resolve_references(text, completed)
+        used.extend(ids)
+        return resolved
+
+    return {k: map_arg_strings(v, resolve) for k, v in args.items()}, used

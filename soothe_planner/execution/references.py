@@ -24,13 +24,18 @@ Text inside ``{{ }}`` that does not look like a reference (spaces, punctuation) 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from soothe_planner.dag import REFERENCE_RE, map_arg_strings, parse_token
+from soothe_planner.dag import (
+    REFERENCE_RE,
+    BadReferenceError,
+    find_references,
+    lookup_reference,
+    resolve_args,
+    resolve_references,
+)
 from soothe_planner.models import StepResult
 
 __all__ = [
@@ -44,92 +49,13 @@ __all__ = [
     "resolve_references",
 ]
 
-# One grammar of references for the whole package: validation reads them at ingest with the same
-# pattern and parser (``dag/step_refs.py``), so what passes ingest is what resolves here.
+# One grammar of references for the whole package, and one resolver: validation reads them at
+# ingest and the guard reads what a write was given with the same code (``dag/step_refs.py``), so
+# what passes ingest is what resolves here. Resolution is re-exported from here for the executor.
 _REF_RE = REFERENCE_RE
 
 DEPENDENCY_EXCERPT_CHARS = 4000
 """How much of one dependency's output is appended to a step's task."""
-
-
-class BadReferenceError(Exception):
-    """A step's description refers to an output that does not exist (yet)."""
-
-
-@dataclass(frozen=True)
-class _Ref:
-    token: str
-    step_id: str
-    field: str | None
-
-
-def _parse(token: str, known: Mapping[str, object]) -> _Ref:
-    # An exact id wins ("s1.output" could in principle be an id: ids may contain dots).
-    step_id, field = parse_token(token, known)
-    return _Ref(token, step_id, field)
-
-
-def find_references(text: str, known_ids: Sequence[str]) -> list[str]:
-    """The step ids ``text`` refers to (known or not), in order of appearance."""
-    known = dict.fromkeys(known_ids)
-    return [_parse(m.group(1), known).step_id for m in _REF_RE.finditer(text)]
-
-
-def _field(result: StepResult, field: str) -> str:
-    source: object = result.outcome if field in result.outcome else None
-    if source is None:
-        try:
-            parsed = json.loads(result.output)
-        except (ValueError, TypeError):
-            parsed = None
-        if isinstance(parsed, dict) and field in parsed:
-            source = parsed
-    if not isinstance(source, Mapping):
-        raise BadReferenceError(
-            f"reference '{{{{{result.step_id}.result.{field}}}}}' names field {field!r}, which step "
-            f"{result.step_id!r} did not produce (its result has no such key); refer to the whole output instead"
-        )
-    value = source[field]
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _lookup(m: re.Match[str], completed: Mapping[str, StepResult]) -> tuple[_Ref, str]:
-    ref = _parse(m.group(1), completed)
-    result = completed.get(ref.step_id)
-    if result is None or not result.success:
-        raise BadReferenceError(
-            f"reference '{m.group(0)}' names step {ref.step_id!r}, which has not completed; a step may "
-            "only refer to the output of a completed step it depends on"
-        )
-    return ref, _field(result, ref.field) if ref.field else result.output
-
-
-def resolve_references(text: str, completed: Mapping[str, StepResult]) -> tuple[str, list[str]]:
-    """Replace every reference in ``text``; return the new text and the step ids it used.
-
-    ``completed`` maps step ids to results of steps that *completed*; a reference to anything
-    else raises ``BadReferenceError`` naming the reference and the rule.
-    """
-    used: list[str] = []
-
-    def sub(m: re.Match[str]) -> str:
-        ref, value = _lookup(m, completed)
-        used.append(ref.step_id)
-        return value
-
-    return _REF_RE.sub(sub, text), used
-
-
-def resolve_args(args: Mapping[str, Any], completed: Mapping[str, StepResult]) -> tuple[dict[str, Any], list[str]]:
-    """A typed tool step's args with every reference in a string (at any depth) replaced by the output."""
-    used: list[str] = []
-
-    def resolve(text: str) -> str:
-        resolved, ids = resolve_references(text, completed)
-        used.extend(ids)
-        return resolved
-
-    return {k: map_arg_strings(v, resolve) for k, v in args.items()}, used
 
 
 @dataclass(frozen=True)
@@ -160,7 +86,7 @@ def render_task(
         used: list[str] = []
 
         def point(m: re.Match[str]) -> str:
-            ref, value = _lookup(m, completed)
+            ref, value = lookup_reference(m, completed)
             used.append(ref.step_id)
             what = f"field {ref.field!r} of step {ref.step_id}'s result" if ref.field else f"output of step {ref.step_id}"
             if (ref.step_id, ref.field) not in blocks:

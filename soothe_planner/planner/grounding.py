@@ -44,10 +44,10 @@ a failure the user sees, a wrong answer called done is a false success they do n
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from soothe_planner.dag import REFERENCE_RE, ancestors, arg_strings, parse_token
+from soothe_planner.dag import BadReferenceError, ancestors, arg_strings, resolve_args
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
 from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH_TOOL_NAME
@@ -283,28 +283,17 @@ def _core(text: str, pattern: str) -> str:
     return _LEAD.sub("", folded) or folded
 
 
-def _delivered(step: PlanStep | StepAction, outputs: dict[str, str], known: set[str]) -> str | None:
+def _delivered(step: PlanStep | StepAction, completed: Mapping[str, StepResult]) -> str | None:
     """The text ``step`` delivered: a model step's output, or a tool step's string arguments with
-    every reference resolved (``None`` when one cannot be: a field of a structured output)."""
+    their references resolved as the executor resolved them (``None`` when one cannot be)."""
     if not (step.tool or step.tools or step.subagent):
-        return outputs.get(step.id)
-    parts = []
-    for _where, text in arg_strings(step.args or {}):
-        unresolved = False
-
-        def sub(m: re.Match[str]) -> str:
-            nonlocal unresolved
-            ref, field = parse_token(m.group(1), known)
-            if field or ref not in outputs:
-                unresolved = True
-                return ""
-            return outputs[ref]
-
-        resolved = REFERENCE_RE.sub(sub, text)
-        if unresolved:
-            return None
-        parts.append(resolved)
-    return "\n".join(parts)
+        result = completed.get(step.id)
+        return result.output if result is not None else None
+    try:
+        args, _ = resolve_args(step.args or {}, completed)
+    except BadReferenceError:
+        return None
+    return "\n".join(text for _where, text in arg_strings(args))
 
 
 def unrelayed_lines(
@@ -319,7 +308,8 @@ def unrelayed_lines(
     """
     if decision is None or not decision.steps or not _EVERY_LINE_GOAL.search(goal):
         return None
-    outputs = {r.step_id: r.output for r in results if r.success}
+    completed = {r.step_id: r for r in results if r.success}
+    outputs = {i: r.output for i, r in completed.items()}
     by_id: dict[str, PlanStep | StepAction] = {s.id: s for s in decision.steps}
     by_id.update((n.id, n) for n in nodes)
     graph = {i: n.depends_on for i, n in by_id.items()}
@@ -330,7 +320,7 @@ def unrelayed_lines(
                     and by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and NEAREST_LINES_MARK not in outputs[i]]
         if not searches:
             continue
-        text = _delivered(final, outputs, set(by_id))
+        text = _delivered(final, completed)
         if text is None:
             continue
         haystack = _fold(text)
