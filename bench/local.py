@@ -16,10 +16,10 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   nothing of the previous request's prompt can be reused.
 - **after-cold** — the tuned server and the ``compact`` profile, its prompt cache off and the same
   flush before every call: what fewer tokens and better settings buy with no reuse at all.
-- **after-grammar-first** — ``after`` with llama-cpp-python's own sampler order (the grammar run over
-  the whole vocabulary before every token; ``soothe_planner/local/sampling.py``): what choosing
-  first and asking the grammar after buys, alone.
-- **after** — the tuned server with its prompt cache and the ``compact`` profile, calls in the
+- **after-json** — ``after`` with the plan written as compact JSON (``planner.plan_syntax: json``)
+  instead of one Python call per step: what the plan syntax buys, alone.
+- **after** — the tuned server with its prompt cache and the ``compact`` profile (plans in the
+  ``calls`` syntax the embedded model declares), calls in the
   loop's order (intake, generate, step, assess, synthesis, intake, ...). Each repeat is another
   run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
   loop's prompts share across runs, never a whole identical prompt.
@@ -80,6 +80,7 @@ class Config:
     method: str  # the structured-output method the requests are built for
     reuse: bool  # the loop's order with the server's reuse; else a flush call before each call
     tuning: dict[str, Any] = field(default_factory=dict)  # ServerTuning fields, or {"stock": True}
+    syntax: str = "auto"  # the planner's plan syntax (planner.plan_syntax): auto | json | calls
 
 
 @dataclass
@@ -198,8 +199,7 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
     configs = [
         Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
         Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
-        Config("after-grammar-first", "python", "compact", "function_calling", reuse=True,
-               tuning={"grammar_last": False}),
+        Config("after-json", "python", "compact", "function_calling", reuse=True, syntax="json"),
         Config("after", "python", "compact", "function_calling", reuse=True),
     ]
     if with_llama_server:
@@ -361,7 +361,8 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
     for n in threads:
         for config in configs:
             variants = [capture_calls(v, model=spec, prompt_profile=config.profile,
-                                      structured_output_method=config.method) for v in range(repeats + 1)]
+                                      structured_output_method=config.method, plan_syntax=config.syntax)
+                        for v in range(repeats + 1)]
             res = measure(config, n, variants, make_server=make_server, counter=counter, lock=args.lock,
                           kinds=kinds, time_box_s=args.time_box, judge=judge)
             results.append(res)

@@ -36,7 +36,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "report_named", "text_of", "write_workspace"]
+__all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "is_calls_plan_request", "report_named", "text_of",
+           "write_workspace"]
 
 CALL_KINDS = ("intake", "generate", "step", "assess", "synthesis")
 """The kinds of call, in the order one run of the loop sends them."""
@@ -95,6 +96,18 @@ def write_workspace(folder: Path, variant: int) -> None:
 # --------------------------------------------------------------------------- the canned replies
 
 
+def _calls_plan(report: str) -> str:
+    return ('s1 = search_text(pattern="TODO", path=".")\n'
+            's2 = answer(s1, task="Summarise the TODO lines by file")\n'
+            f's3 = write_file(path="{report}", content=s2)\n')
+
+
+def is_calls_plan_request(body: dict[str, Any]) -> bool:
+    """A plan asked for in the calls syntax: a text request whose briefing asks for one Python call per step."""
+    system = next((m.get("content") for m in body.get("messages", []) if m.get("role") == "system"), "") or ""
+    return not body.get("tools") and system.startswith("You write a plan as Python")
+
+
 def _plan(compact: bool, report: str) -> dict[str, Any]:
     search = {"id": "s1", "tool": "search_text", "args": {"pattern": "TODO", "path": "."}, "depends_on": []}
     task = "Summarise the TODO lines by file"
@@ -128,6 +141,8 @@ def kind_of(body: dict[str, Any]) -> str:
     name = tools[0]["function"]["name"] if tools else (fmt.get("json_schema") or {}).get("name", "")
     if name:
         return _STRUCTURED.get(name, name)
+    if is_calls_plan_request(body):
+        return "generate"
     system = next((m.get("content") for m in body.get("messages", []) if m.get("role") == "system"), "")
     return "step" if system == MODEL_STEP_SYSTEM else "synthesis"
 
@@ -141,6 +156,9 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
     if kind_of(body) == "step":
         data = text_of(messages, "user")
         message["content"] = "\n".join(line for line in data.splitlines() if "TODO" in line and ":" in line)
+    elif is_calls_plan_request(body):
+        named = report_named(messages)
+        message["content"] = _calls_plan(named[1] if named else "TODO_SUMMARY.md")
     elif tools:
         fn = tools[0]["function"]
         args = json.dumps(_structured_answer(fn["name"], fn.get("parameters") or {}, messages))
@@ -195,7 +213,7 @@ def _recording_model(config: Any, seen: list[dict[str, Any]]) -> Any:
                        http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
 
 
-async def _run(variant: int, model: str, profile: str, method: str) -> list[dict[str, Any]]:
+async def _run(variant: int, model: str, profile: str, method: str, syntax: str) -> list[dict[str, Any]]:
     from soothe_planner.config import CheckpointConfig, find_config, resolve_persistence, resolve_run
     from soothe_planner.graph import goal_input, run_config
 
@@ -205,7 +223,7 @@ async def _run(variant: int, model: str, profile: str, method: str) -> list[dict
         shipped = find_config(cwd=workspace)  # no soothe.yaml there: the shipped config, anchored here
         config = shipped.model_copy(update={
             "models": shipped.models.model_copy(update={"default": model}),
-            "planner": shipped.planner.model_copy(update={"prompt_profile": profile,
+            "planner": shipped.planner.model_copy(update={"prompt_profile": profile, "plan_syntax": syntax,
                                                           "structured_output_method": method}),
             "run": shipped.run.model_copy(update={"intake": True, "synthesize": True, "approval": False}),
             "checkpoint": CheckpointConfig(backend="memory"),
@@ -223,8 +241,8 @@ async def _run(variant: int, model: str, profile: str, method: str) -> list[dict
 
 
 @lru_cache(maxsize=64)
-def _captured(variant: int, model: str, profile: str, method: str) -> tuple[Call, ...]:
-    bodies = asyncio.run(_run(variant, model, profile, method))
+def _captured(variant: int, model: str, profile: str, method: str, syntax: str) -> tuple[Call, ...]:
+    bodies = asyncio.run(_run(variant, model, profile, method, syntax))
     calls = tuple(Call(kind_of(b), b) for b in bodies)
     sent = tuple(c.kind for c in calls)
     if sent != CALL_KINDS:
@@ -234,11 +252,11 @@ def _captured(variant: int, model: str, profile: str, method: str) -> tuple[Call
 
 
 def capture_calls(variant: int = 0, *, model: str = "local", prompt_profile: str = "compact",
-                  structured_output_method: str = "function_calling") -> list[Call]:
+                  structured_output_method: str = "function_calling", plan_syntax: str = "auto") -> list[Call]:
     """The five requests of ``CALL_KINDS`` of run ``variant``, in the order the loop sent them.
 
     ``model`` is a ``models.default`` string (``local``, ``local:1.5b``): the requests carry its
     name and its client's settings. The planner runs with ``prompt_profile`` and
-    ``structured_output_method``; everything else is the shipped config's.
+    ``structured_output_method`` and ``plan_syntax``; everything else is the shipped config's.
     """
-    return list(_captured(variant, model, prompt_profile, structured_output_method))
+    return list(_captured(variant, model, prompt_profile, structured_output_method, plan_syntax))

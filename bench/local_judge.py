@@ -26,7 +26,7 @@ import tempfile
 from functools import lru_cache
 from typing import Any
 
-from bench.local_calls import report_named, text_of
+from bench.local_calls import is_calls_plan_request, report_named, text_of
 
 __all__ = ["judge"]
 
@@ -44,7 +44,10 @@ def _capabilities() -> tuple[Any, ...]:
 
 
 def _step_cap(body: dict[str, Any]) -> int:
-    """The most steps the request's plan schema allows (its ``steps.maxItems``), as the planner set it."""
+    """The most steps the request's plan schema (or plan grammar) allows, as the planner set it."""
+    grammar = re.search(r"^root ::= .*?step\{1,(\d+)\}", str((body or {}).get("grammar", "")), re.M)
+    if grammar:
+        return int(grammar.group(1))
     tools = body.get("tools") or []
     fmt = body.get("response_format") or {}
     schema = tools[0]["function"].get("parameters") if tools else (fmt.get("json_schema") or {}).get("schema")
@@ -57,7 +60,7 @@ def _step_cap(body: dict[str, Any]) -> int:
 def _plan_problem(body: dict[str, Any], text: str) -> str:
     from soothe_planner.errors import PlannerError
     from soothe_planner.models import PlanContext
-    from soothe_planner.planner.generation import decision_validator, readers
+    from soothe_planner.planner.generation import calls_reader, decision_validator, readers
 
     named = report_named(body.get("messages") or [])
     if named is None:
@@ -65,7 +68,7 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
     goal, report = named
     context = PlanContext(available_capabilities=list(_capabilities()))
     max_steps = _step_cap(body)
-    _, parse = readers(context, max_steps, None)
+    parse = calls_reader(context, max_steps, None) if is_calls_plan_request(body) else readers(context, max_steps, None)[1]
     try:
         generated = parse(text)
     except (PlannerError, ValueError) as exc:

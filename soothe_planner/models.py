@@ -515,3 +515,9 @@ class PlannerSettings(_Model):
         description="Prompt wording and tool schemas: 'compact' (fewer tokens, for small local models) or "
         "'full'; 'auto' takes the model's own declaration (the embedded model declares 'compact'), else 'full'.",
     )
+    plan_syntax: Literal["auto", "json", "calls"] = Field(
+        default="auto",
+        description="How the loop's plans are written: 'json', or 'calls' (one Python call per step, about half the "
+        "tokens; compact profile only); 'auto' takes the model's declaration under the compact profile (the "
+        "embedded model declares 'calls'), else 'json'.",
+    )

@@ -138,7 +138,11 @@ def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_
     assert [c.kind for c in calls] == list(CALL_KINDS)
     assert {c.body["model"] for c in calls} == {resolve_model(MODEL)[1].alias}
     structured = {c.kind: c.body["tool_choice"]["function"]["name"] for c in calls if c.body.get("tools")}
-    assert structured == {"intake": "RouteIntake", "generate": "GeneratePlan", "assess": "AssessStatus"}
+    assert structured == {"intake": "RouteIntake", "assess": "AssessStatus"}
+    # the embedded model declares the calls syntax: its plan is a text call held by a grammar
+    plan = calls[CALL_KINDS.index("generate")].body
+    assert "tools" not in plan and plan["grammar"].startswith('root ::= "```python')
+    assert capture_calls(0, model=MODEL, plan_syntax="json")[1].body["tool_choice"]["function"]["name"] == "GeneratePlan"
     # the embedded server ignores max_completion_tokens: the body must carry max_tokens itself
     assert all(isinstance(c.body.get("max_tokens"), int) for c in calls)
     step = calls[CALL_KINDS.index("step")].body
@@ -161,7 +165,7 @@ def test_each_repeat_is_another_run_sharing_the_prompt_prefix_but_never_the_whol
 
 def test_the_profiles_change_the_planner_calls_only_and_the_compact_one_is_shorter() -> None:
     full = {c.kind: c.body for c in capture_calls(0, model=MODEL, prompt_profile="full")}
-    compact = {c.kind: c.body for c in capture_calls(0, model=MODEL, prompt_profile="compact")}
+    compact = {c.kind: c.body for c in capture_calls(0, model=MODEL, prompt_profile="compact", plan_syntax="json")}
     assert full["step"] == compact["step"]
     for kind in ("intake", "generate", "assess"):
         assert len(json.dumps(compact[kind])) < len(json.dumps(full[kind])), kind
@@ -171,7 +175,7 @@ def test_the_profiles_change_the_planner_calls_only_and_the_compact_one_is_short
 
 
 def test_json_schema_requests_are_recorded_with_their_kind() -> None:
-    calls = capture_calls(0, model=MODEL, structured_output_method="json_schema")
+    calls = capture_calls(0, model=MODEL, structured_output_method="json_schema", plan_syntax="json")
     assert [c.kind for c in calls] == list(CALL_KINDS)
     assert calls[1].body["response_format"]["type"] == "json_schema"
     assert kind_of(calls[1].body) == "generate"
@@ -310,7 +314,7 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert "| config | threads | call | prompt tok |" in out and "wrote" in out
     data = json.loads((tmp_path / "local.json").read_text())
     assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
-    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after-grammar-first", "after"]
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after-json", "after"]
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
         assert all(r["n"] == 2 for r in res["rows"].values())
@@ -318,11 +322,14 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
         assert res["rows"]["generate"]["usable"] == 0 and "cannot read it" in res["rows"]["generate"]["problems"][0]
         assert res["rows"]["step"]["usable"] == 0 and "TODO items missing" in res["rows"]["step"]["problems"][0]
         assert res["load_before"] and res["load_after"]
-    # before, after-cold (flush before each), after-grammar-first, after; 3 variants × 2 kinds each
+    # before, after-cold (flush before each), after-json, after; 3 variants × 2 kinds each
     assert len(fake_http.bodies) == 12 + 12 + 6 + 6
-    # the before configuration replays the full profile, the others the compact one
+    # before replays the full profile's JSON plan, after-json the compact one; after-cold and after
+    # the plan in calls, held by its grammar
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 9
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 3
+    calls = [b for b in fake_http.bodies if "grammar" in b]
+    assert len(calls) == 6 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
 
 
 def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_http: _FakeHTTP, tmp_path: Path) -> None:
@@ -346,10 +353,10 @@ def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_htt
     assert tunings["logits_all off"] == {**tunings["stock"], "logits_all": False}
     assert tunings["n_batch 1024 / n_ubatch 1024"] == {**tunings["tuned without cache"], "n_batch": 1024, "n_ubatch": 1024}
     assert tunings["RAM cache (loop order)"] == {}  # the shipped server
-    # every configuration replays the compact (shipped) prompts: no plan_action field in the plan schema
-    generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert generates and not any("plan_action" in g["tools"][0]["function"]["parameters"]["properties"]
-                                 for g in generates)
+    # every configuration replays the shipped prompts: the plan asked for in calls, held by its grammar
+    assert not any(b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan" for b in fake_http.bodies)
+    plans = [b for b in fake_http.bodies if "grammar" in b]
+    assert plans and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in plans)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -393,11 +400,12 @@ def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_other
     calls = {c.kind: c.body for c in capture_calls(1, model=MODEL)}
     assert {k: judge(k, b, _reply_text(b)) for k, b in calls.items()} == dict.fromkeys(CALL_KINDS, "")
     plan = calls["generate"]
-    empty_search = '{"steps": [{"id": "s1", "tool": "search_text", "args": {}, "depends_on": []}]}'
+    empty_search = "```python\ns1 = search_text()\n```"
     assert judge("generate", plan, empty_search).startswith("the planner refuses it:")
-    no_report = ('{"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},'
-                 ' {"id": "s2", "tool": "answer", "args": {"task": "list them"}, "depends_on": ["s1"]}]}')
+    no_report = '```python\ns1 = search_text(pattern="TODO")\ns2 = answer(s1, task="list them")\n```'
     assert judge("generate", plan, no_report) == "no step writes TODO_SUMMARY_2.md, the report the goal names"
+    # a plan in JSON, where the request asked for calls, is not read
+    assert judge("generate", plan, '{"steps": []}').startswith("the planner cannot read it:")
     assert judge("generate", plan, "I would search first.").startswith("the planner cannot read it:")
     assert "status 'continue'" in judge("assess", calls["assess"], '{"status": "continue", "summary": "more"}')
     assert judge("intake", calls["intake"], '{"route": "maybe"}').startswith("not a RouteIntake")
@@ -405,11 +413,13 @@ def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_other
     assert judge("step", step, "README.md: document the --dry-run flag") == (
         "5 of 6 TODO items missing, e.g. 'check the exit code of run 2'")
     assert judge("synthesis", calls["synthesis"], "  ") == "an empty reply"
-    # llama-server's requests carry the plan schema as json_schema: judged the same way
-    schema_calls = {c.kind: c.body for c in capture_calls(1, model=MODEL, structured_output_method="json_schema")}
+    # llama-server's requests carry the plan schema as json_schema (with the JSON syntax): judged the same way
+    schema_calls = {c.kind: c.body for c in capture_calls(1, model=MODEL, structured_output_method="json_schema",
+                                                         plan_syntax="json")}
     assert {k: judge(k, b, _reply_text(b)) for k, b in schema_calls.items()} == dict.fromkeys(CALL_KINDS, "")
-    no_pattern = empty_search[:-2] + (', {"id": "s2", "tool": "write_file", "args": {"path": "TODO_SUMMARY_2.md", '
-                                      '"content": "{{s1.output}}"}, "depends_on": ["s1"]}]}')
+    no_pattern = ('{"steps": [{"id": "s1", "tool": "search_text", "args": {}, "depends_on": []}, {"id": "s2", '
+                  '"tool": "write_file", "args": {"path": "TODO_SUMMARY_2.md", "content": "{{s1.output}}"}, '
+                  '"depends_on": ["s1"]}]}')
     assert "required argument 'pattern' is missing" in judge("generate", schema_calls["generate"], no_pattern)
     with pytest.raises(ValueError, match="unknown call kind 'plan'"):
         judge("plan", plan, "{}")

@@ -85,7 +85,23 @@ def test_the_compact_plan_prompt_names_exactly_the_compact_schema_fields() -> No
 
 
 def test_every_system_template_is_covered_by_the_contract() -> None:
-    assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {"answer_system", "generate_system_compact"}
+    assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {
+        "answer_system", "generate_system_compact", "generate_calls_system_compact"}
+
+
+def test_the_calls_briefings_examples_are_plans_the_calls_reader_takes() -> None:
+    """The plan-in-calls briefing's examples, read by the reader its answers go through."""
+    from soothe_planner.parsing import read_plan_calls
+
+    examples = template("generate_examples_calls").template
+    plans = [block.strip() for block in re.split(r"^Example \d+\..*$", examples, flags=re.M) if block.strip()]
+    tools = {"search_text", "read_file", "write_file", "answer"}
+    read = [read_plan_calls(p, known_tools=tools)[0]["steps"] for p in plans]
+    assert [[s["tool"] for s in steps] for steps in read] == [
+        ["search_text", "answer"], ["read_file", "answer", "write_file"]]
+    assert read[1][2]["args"]["content"] == "{{s2.output}}" and read[1][2]["depends_on"] == ["s2"]
+    briefing = template("generate_calls_system_compact").template
+    assert "sN = tool(name=value, ...)" in briefing and "JSON" not in briefing
 
 
 def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
@@ -96,7 +112,7 @@ def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
 
 def test_system_prompts_are_static_so_providers_can_cache_them() -> None:
     for name in template_names():
-        if "_system" in name and name != "generate_system_compact":
+        if "_system" in name and name not in ("generate_system_compact", "generate_calls_system_compact"):
             assert "$" not in template(name).template, name
 
 

@@ -19,6 +19,7 @@ from soothe_planner.parsing.json_repair import (
     scan_values,
     strip_think,
 )
+from soothe_planner.parsing.plan_calls import read_plan_calls
 from soothe_planner.parsing.plan_steps import (
     ID_KEYS,
     apply_rules,
@@ -59,6 +60,7 @@ __all__ = [
     "parse_decision",
     "parse_object",
     "read_decision",
+    "read_plan_calls",
     "read_step",
     "read_text_tool_calls",
     "scan_values",

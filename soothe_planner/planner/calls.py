@@ -253,3 +253,30 @@ class Caller:
             thread_id=thread_id, iteration=iteration,
         )
         return await ladder.climb()
+
+    async def written(
+        self,
+        model: BaseChatModel,
+        messages: Sequence[BaseMessage],
+        *,
+        phase: str,
+        parse_text: Callable[[str], R],
+        validate: Callable[[R], list[str]] | None = None,
+        reask_template: str = "reask",
+        tally: Tally,
+        thread_id: str | None = None,
+        iteration: int | None = None,
+    ) -> Outcome[R]:
+        """A valid ``R`` read from text the model writes by design (a plan in the calls syntax):
+        one text call, then the re-asks in text; ``PlanGenerationError`` carrying every attempt."""
+        model = self.caps.model_for(model, phase)
+        ladder: Ladder[R] = Ladder(
+            self, model, BaseModel, list(messages), method=resolve_method(model, self.settings.structured_output_method),
+            phase=phase, convert=_no_structured_answer, parse_text=parse_text, validate=validate, tally=tally,
+            thread_id=thread_id, iteration=iteration, text_first=True, reask_template=reask_template,
+        )
+        return await ladder.climb()
+
+
+def _no_structured_answer(obj: BaseModel) -> Any:
+    raise AssertionError("a question answered in text has no structured answer to convert")

@@ -11,7 +11,7 @@ of one answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,10 +20,16 @@ from pydantic import BaseModel
 from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.models import AgentDecision, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
-from soothe_planner.planner.plan_rules import ends_in_gathering, retries_missing_data, writes_not_asked_for
-from soothe_planner.wire import GeneratePlan, generation_model
+from soothe_planner.planner.plan_rules import (
+    ends_in_gathering,
+    never_writes_asked_file,
+    retries_missing_data,
+    writes_not_asked_for,
+)
+from soothe_planner.planner.plan_syntax import calls_text_reader
+from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
 
-__all__ = ["Generated", "decision_validator", "plan_schema", "readers"]
+__all__ = ["Generated", "calls_reader", "decision_validator", "plan_schema", "readers"]
 
 
 @dataclass
@@ -37,6 +43,31 @@ class Generated:
     raw: str = ""  # what the model wrote, for PlanResult.full_output
 
 
+def _rules(context: PlanContext, max_steps: int, pm: PlanManager | None) -> dict[str, Any]:
+    return {
+        "known_capabilities": context.capability_names() or None,
+        "max_steps": max_steps,
+        "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
+        "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
+    }
+
+
+def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], Generated]:
+    """How a plan written in the calls syntax is read (``plan_syntax``): its lines into the compact
+    JSON shape, then the same reader and repairs as a JSON plan."""
+    rules = _rules(context, max_steps, pm)
+    tools = [c.name for c in context.available_capabilities if c.kind == "tool"]
+
+    def read_json(data: Mapping[str, Any], warnings: list[str]) -> Generated:
+        pd = read_decision(data, **rules)
+        return Generated(pd.plan_action, pd.decision, pd.next_action, [*warnings, *pd.warnings])
+
+    return calls_text_reader(
+        read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, COMPACT_MODEL_STEP},
+        existing_ids=rules["existing_ids"], max_steps=max_steps,
+    )
+
+
 def readers(
     context: PlanContext, max_steps: int, pm: PlanManager | None
 ) -> tuple[Callable[[BaseModel], Generated], Callable[[str], Generated]]:
@@ -48,12 +79,7 @@ def readers(
     rules, so what those rules drop is dropped (with a warning) instead of spending a re-ask
     on it; what the rules refuse (duplicate ids, cycles, a plan over the cap) is still refused.
     """
-    rules: dict[str, Any] = {
-        "known_capabilities": context.capability_names() or None,
-        "max_steps": max_steps,
-        "existing_ids": frozenset(n.id for n in pm.nodes) if pm is not None else frozenset(),
-        "tool_schemas": {c.name: c.args_schema for c in context.available_capabilities if c.args_schema},
-    }
+    rules = _rules(context, max_steps, pm)
 
     def generated(pd: ParsedDecision) -> Generated:
         return Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
@@ -93,6 +119,8 @@ def decision_validator(
         if compact:
             problems = [p for p in (ends_in_gathering(gen.decision, by_name),
                                     *writes_not_asked_for(goal, gen.decision, by_name),
+                                    *never_writes_asked_file(goal, gen.decision, pm.nodes if pm is not None else [],
+                                                             by_name),
                                     *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
                         if p]
             if problems:

@@ -44,12 +44,13 @@ a failure the user sees, a wrong answer called done is a false success they do n
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import NamedTuple
 
 from soothe_planner.dag import BadReferenceError, ancestors, arg_strings, resolve_args
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.parsing import is_count_task
+from soothe_planner.planner.plan_rules import unwritten_files
 from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH_TOOL_NAME
 
 __all__ = ["Dropped", "answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
@@ -86,19 +87,26 @@ def guard_assessment(
     results: Sequence[StepResult],
     *,
     plan_finished: bool,
+    writers: Collection[str] | None = None,
 ) -> tuple[StatusAssessment, str]:
     """``(the assessment as the rules leave it, why it changed or "")``.
 
     A "done" over an echo of the goal, over a fact no tool it read returned, or over a delivery
     missing lines an "every line" goal asked for (``unrelayed_lines``) becomes "replan". A
     "continue" over a finished plan (``plan_finished``: nothing of it left to run) whose answer
-    ``grounded_answer`` vouches for, and which left out no such line, becomes "done".
+    ``grounded_answer`` vouches for, and which left out no such line, becomes "done". With
+    ``writers`` (the tools that change things), a goal that asks for a named file is neither done nor
+    vouched for until a completed step of one of them wrote it (``plan_rules.unwritten_files``).
     """
     dropped = unrelayed_lines(goal, decision, nodes, results)
+    completed = {r.step_id for r in results if r.success}
+    unwritten = unwritten_files(goal, nodes, writers, completed) if writers is not None else []
     if a.status == "done":
         step_id, missing = ungrounded_facts(goal, decision, nodes, results)
         echo = echoed_goal(goal, decision, nodes, results)
-        if echo:
+        if unwritten:
+            why = f"the goal asks to write {', '.join(unwritten)}, and no completed step wrote it"
+        elif echo:
             why = f"the answer in {echo} only repeats words of the goal"
         elif missing:
             why = f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool output"
@@ -109,7 +117,7 @@ def guard_assessment(
         update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5),
                   "summary": f"[guard: {why}] {a.summary}".strip()}
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
-    if a.status == "continue" and plan_finished and not dropped:
+    if a.status == "continue" and plan_finished and not dropped and not unwritten:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "

@@ -83,7 +83,7 @@ def _text_in_error(exc: Exception) -> str:
 @dataclass
 class Outcome(Generic[R]):
     value: R
-    route: str  # structured | salvaged | raw | reask
+    route: str  # structured | salvaged | raw | reask | text
     raw_text: str
     attempts: list[GenerationAttempt]
 
@@ -118,6 +118,8 @@ class Ladder(Generic[R]):
         tally: Tally,
         thread_id: str | None,
         iteration: int | None,
+        text_first: bool = False,
+        reask_template: str = "reask",
     ) -> None:
         self.caller = caller
         self.stats = caller.stats
@@ -132,12 +134,16 @@ class Ladder(Generic[R]):
         self.tally = tally
         self.thread_id = thread_id
         self.iteration = iteration
+        self.text_first = text_first  # a question answered in text by design (a plan in the calls syntax)
+        self.reask_template = reask_template
         self.attempts: list[GenerationAttempt] = []
 
     # -- the ladder, top to bottom ------------------------------------------------------------
 
     async def climb(self) -> Outcome[R]:
         """Structured, then (when the format failed) one raw call, then the re-asks; else the error."""
+        if self.text_first:
+            return await self.climb_text()
         got = await self.guarded("structured", self.structured_attempt("structured", self.base, self.phase))
         if not isinstance(got, Failed):
             return self.first_answer(*got)
@@ -153,6 +159,20 @@ class Ladder(Generic[R]):
             last = fallback
         for n in range(self.caller.settings.retries):
             answer = await self.reask(n, last, reask_mode)
+            if not isinstance(answer, Failed):
+                return answer
+            last = answer
+        return self.give_up()
+
+    async def climb_text(self) -> Outcome[R]:
+        """A question whose answer is text by design: one text call, then the re-asks in text."""
+        got = await self.guarded("raw", self.raw_attempt("raw", self.base, self.phase))
+        if not isinstance(got, Failed):
+            self.stats.text_ok += 1
+            return Outcome(got[0], "text", got[1], self.attempts)
+        last = self.record(got)
+        for n in range(self.caller.settings.retries):
+            answer = await self.reask(n, last, "raw")
             if not isinstance(answer, Failed):
                 return answer
             last = answer
@@ -271,7 +291,7 @@ class Ladder(Generic[R]):
         retries = self.caller.settings.retries
         shown = trim_text(last.raw_text or "(empty)", _REASK_OUTPUT_CHARS)
         # The error quotes pieces of the answer (ids, descriptions): escaped, so it cannot open or close a fence.
-        reask = template("reask").substitute(output=escape_data(shown), error=escape_data(last.error))
+        reask = template(self.reask_template).substitute(output=escape_data(shown), error=escape_data(last.error))
         msgs = [*self.base, HumanMessage(content=reask)]
         self.stats.reask += 1
         logger.warning("%s: re-ask %d of %d after: %s", self.phase, n + 1, retries, last.error)

@@ -61,14 +61,22 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import parse_object
 from soothe_planner.planner.calls import Caller, Tally
-from soothe_planner.planner.generation import Generated, decision_validator, plan_schema, readers
+from soothe_planner.planner.generation import (
+    Generated,
+    calls_reader,
+    decision_validator,
+    plan_schema,
+    readers,
+)
 from soothe_planner.planner.grounding import guard_assessment
+from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
+    COMPACT_MODEL_STEP,
     AssessStatus,
     ChooseContinuation,
     ReflectOnPlan,
@@ -143,6 +151,13 @@ class LLMPlanner(SyncPlannerMethods):
         profile = resolve_profile(settings.prompt_profile, model)
         self.settings = settings if profile == settings.prompt_profile else settings.model_copy(
             update={"prompt_profile": profile})
+        syntax = resolve_plan_syntax(self.settings.plan_syntax, model, profile)
+        if syntax == "calls" and profile != "compact":
+            raise ValueError(
+                f"planner.plan_syntax 'calls' needs the compact prompt profile; the profile here is {profile!r}"
+            )
+        if syntax != self.settings.plan_syntax:
+            self.settings = self.settings.model_copy(update={"plan_syntax": syntax})
         self.controller = controller or ConcurrencyController()
         # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
         # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
@@ -261,7 +276,9 @@ class LLMPlanner(SyncPlannerMethods):
             results = pm.step_results() if pm is not None else latest_results(state.step_results)
             nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
             finished = pm is not None and not pm.has_unfinished()
-            a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished)
+            writers = {c.name for c in context.available_capabilities if c.kind == "tool" and not c.read_only}
+            a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished,
+                                      writers=writers if context.available_capabilities else None)
             if why:
                 self.stats.guard_overrides += 1
                 logger.warning("plan-assess: %s", why)
@@ -357,13 +374,25 @@ class LLMPlanner(SyncPlannerMethods):
         replace: bool,
         phase: str = "plan-generate",
     ) -> Generated:
+        # a subagent step has no call form: with one offered, the plan is JSON whatever the setting
+        calls = self.settings.plan_syntax == "calls" and all(c.kind == "tool" for c in context.available_capabilities)
         prompt = self._prompt_checked(
             phases.generate_prompt(goal, state, context, assessment, pm, self.settings,
-                                   max_steps=max_steps, instruction=instruction)
+                                   max_steps=max_steps, instruction=instruction, calls=calls)
         )
         compact = self.settings.prompt_profile == "compact"
         validate = decision_validator(goal, context, pm, compact=compact, allow_keep=allow_keep, replace=replace,
                                       max_steps=max_steps)
+        if calls:
+            existing = [n.id for n in pm.nodes] if pm is not None else []
+            grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps, existing)
+            written = await self._caller.written(
+                with_grammar(self.model, grammar), prompt.messages(), phase=phase,
+                parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",
+                tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
+            )
+            written.value.raw = written.raw_text
+            return written.value
         read, parse = readers(context, max_steps, pm)
         outcome = await self._caller.structured(
             self.model, plan_schema(context, max_steps, allow_keep, compact=compact),

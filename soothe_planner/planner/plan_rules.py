@@ -6,16 +6,71 @@ a small model that was seen to break them on real goals: a plan that only reads,
 iteration without ever answering; a question answered by writing over the file just read; and an
 answer that found its data lacking, asked again of the same data every iteration.
 Each returns the re-ask's words, so the model is told exactly what to change.
+
+One rule is also a guard on the assessment (``grounding``): a goal that asks for a named file to be
+written is not done until a step that changes things wrote it (``unwritten_files``). A 1.5B model
+planned the README's goal ("... write those lines to TODO_REPORT.md") as a search and an answer
+that listed the lines, and the answer, every fact of it from the search, was taken as the goal done
+with no report on disk.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 
 from soothe_planner.dag import call_key
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
-__all__ = ["ends_in_gathering", "retries_missing_data", "writes_not_asked_for"]
+__all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "retries_missing_data",
+           "unwritten_files", "writes_not_asked_for"]
+
+_WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
+_TARGET = re.compile(
+    r"\b(?:to|into|in|as|named|called)\s+(?:(?:a|the)\s+(?:new\s+)?file\s+(?:named|called)\s+)?[`'\"]?(?P<name>[\w./-]*\w)"
+)
+_FILE_LIKE = re.compile(r"[\w./-]*\.[A-Za-z0-9]{1,8}|[\w.-]*/[\w./-]+|[A-Z][A-Z0-9_]{2,}")
+
+
+def files_to_write(goal: str) -> list[str]:
+    """The files a goal asks to be written: a name that looks like a file (``REPORT.md``,
+    ``notes/a.txt``, ``VERSION``) after "to", "into", "in", "as", "(a file) named" in a goal that
+    has a verb of writing. ``[]`` for a question ("Which port does config/server.toml set?")."""
+    if not _WRITE_VERB.search(goal):
+        return []
+    names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal)]
+    return list(dict.fromkeys(n.lstrip("./") for n in names if _FILE_LIKE.fullmatch(n)))
+
+
+def _writes(path: object, name: str) -> bool:
+    p = str(path).strip().lstrip("./") if isinstance(path, str) else ""
+    return bool(p) and (p == name or p.endswith("/" + name))
+
+
+def unwritten_files(
+    goal: str, steps: Sequence[PlanStep | StepAction], writers: Collection[str], done: Collection[str] | None = None
+) -> list[str]:
+    """The files ``goal`` asks to be written (``files_to_write``) that no step of ``steps`` writes
+    with a tool of ``writers`` (the tools that change things); with ``done``, only steps whose ids
+    are in it count (the steps that completed)."""
+    wanted = files_to_write(goal)
+    written = [s.args.get("path") for s in steps
+               if s.tool in writers and (done is None or s.id in done)]
+    return [name for name in wanted if not any(_writes(p, name) for p in written)]
+
+
+def never_writes_asked_file(
+    goal: str, decision: AgentDecision, nodes: Sequence[PlanStep], capabilities: Mapping[str, Capability] | None
+) -> list[str]:
+    """A plan for a goal that asks for a named file, which neither it nor a finished earlier step writes."""
+    if not capabilities:
+        return []
+    writers = {name for name, c in capabilities.items() if c.kind == "tool" and not c.read_only}
+    finished = {n.id for n in nodes if n.status == "completed"}
+    earlier = [n for n in nodes if n.id in finished]
+    missing = unwritten_files(goal, [*decision.steps, *earlier], writers)
+    return [f"the goal asks to write {name}, and no step writes it: end the plan with the write, "
+            f"for example write_file(path=\"{name}\", content=...)" for name in missing]
 
 
 def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:

@@ -24,6 +24,8 @@ class PlannerStats:
 
     structured_ok: int = 0
     """A structured answer was usable as the model gave it."""
+    text_ok: int = 0
+    """A plan asked for as text (the ``calls`` syntax) was usable as the model first wrote it."""
     salvaged: int = 0
     """A structured answer did not parse; the lenient parser read its raw text (no extra call)."""
     raw_fallback: int = 0

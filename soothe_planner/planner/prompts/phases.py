@@ -204,12 +204,14 @@ def generate_prompt(
     *,
     max_steps: int,
     instruction: str = "",
+    calls: bool = False,
 ) -> Prompt:
+    """The plan-generation prompt; ``calls``: its briefing asks for the plan as calls (``plan_syntax``)."""
     fresh = new_results(state, pm)
     compact = settings.prompt_profile == "compact"
     return build(
         "plan-generate",
-        "generate_system",
+        "generate_calls_system" if calls else "generate_system",
         "generate_human",
         {
             "goal": escape_data(goal),
@@ -230,7 +232,7 @@ def generate_prompt(
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
-        system_fields=compact_system_fields(context),
+        system_fields=compact_system_fields(context, calls=calls),
     )
 
 
@@ -279,7 +281,7 @@ def _compact_fields(
     return {"files": files_overview(context.workspace), "progress": progress}
 
 
-def compact_system_fields(context: PlanContext) -> dict[str, str]:
+def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[str, str]:
     """The compact plan briefing's fields: the tools, and the examples when the tools they use are offered.
 
     Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares.
@@ -287,7 +289,8 @@ def compact_system_fields(context: PlanContext) -> dict[str, str]:
     tools = {c.name for c in context.available_capabilities if c.kind == "tool"}
     return {
         "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
-        "examples": template("generate_examples_compact").template if tools >= _EXAMPLE_TOOLS else "",
+        "examples": template("generate_examples_calls" if calls else "generate_examples_compact").template
+        if tools >= _EXAMPLE_TOOLS else "",
     }
 
 

@@ -1,0 +1,114 @@
+"""A goal that asks for a named file is not done until a step that changes things wrote it.
+
+Regression (the README's goal, the 1.5B, plans in calls): the plan searched and answered with the
+TODO lines but never wrote TODO_REPORT.md; the answer's facts all came from the search, so the
+guard read the assessment's "continue" as "done", with no report on disk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from planner_support import COMPACT, tool_context, typed_step
+
+from soothe_planner.execution import StepExecutor
+from soothe_planner.graph import build_strange_loop, goal_input, run_config
+from soothe_planner.models import (
+    AgentDecision,
+    Capability,
+    PlanStep,
+    StatusAssessment,
+    StepAction,
+    StepResult,
+)
+from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner.grounding import guard_assessment
+from soothe_planner.planner.plan_rules import files_to_write, never_writes_asked_file, unwritten_files
+from soothe_planner.testing import ScriptedChatModel
+
+GOAL = "Collect the lines mentioning FIXME and write them to FIXES.md"
+CAPS = {"search_text": Capability(name="search_text", kind="tool", read_only=True),
+        "write_file": Capability(name="write_file", kind="tool", read_only=False)}
+FOUND = "src/a.py:3: # FIXME: close the file\nsrc/b.py:9: # FIXME: handle None"
+
+
+@pytest.mark.parametrize(("goal", "files"), [
+    (GOAL, ["FIXES.md"]),
+    ("Put the release date from CHANGES.txt into a file named RELEASE", ["RELEASE"]),
+    ("Save a summary of docs/intro.md as notes/summary.md.", ["notes/summary.md"]),
+    ("Copy the licence line from README.md into `LICENSE_LINE.txt`", ["LICENSE_LINE.txt"]),
+    ("Which setting in config/app.toml sets the timeout?", []),  # a question names files to read
+    ("Summarise the FIXME lines in FIXES.md", []),  # no verb of writing: not judged here
+    ("Write a short poem about the sea", []),  # nothing named
+])
+def test_the_files_a_goal_asks_to_write_are_the_file_names_after_to_into_or_named(goal: str, files: list[str]) -> None:
+    assert files_to_write(goal) == files
+
+
+def _plan(*, write: bool) -> tuple[AgentDecision, list[StepAction], list[StepResult]]:
+    acts = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "FIXME", "path": "."}),
+            StepAction(id="s2", description="give the FIXME lines", depends_on=["s1"])]
+    results = [StepResult(step_id="s1", success=True, output=FOUND),
+               StepResult(step_id="s2", success=True, output=FOUND)]
+    if write:
+        acts.append(StepAction(id="s3", description="write", tool="write_file", depends_on=["s2"],
+                               args={"path": "./FIXES.md", "content": "{{s2.output}}"}))
+        results.append(StepResult(step_id="s3", success=True, output="wrote 60 bytes to FIXES.md"))
+    return AgentDecision(steps=acts), acts, results
+
+
+def test_a_plan_that_never_writes_the_asked_file_is_refused_unless_an_earlier_step_wrote_it() -> None:
+    decision, _, _ = _plan(write=False)
+    problems = never_writes_asked_file(GOAL, decision, [], CAPS)
+    assert problems == ['the goal asks to write FIXES.md, and no step writes it: end the plan with the write, '
+                        'for example write_file(path="FIXES.md", content=...)']
+    assert never_writes_asked_file(GOAL, _plan(write=True)[0], [], CAPS) == []
+    # written by a finished step of an earlier plan: a follow-up plan need not write it again
+    earlier = PlanStep(id="w1", description="write", tool="write_file", args={"path": "FIXES.md"}, status="completed")
+    assert never_writes_asked_file(GOAL, decision, [earlier], CAPS) == []
+    # a read of the file is not a write of it
+    read = StepAction(id="s3", description="read", tool="search_text", args={"pattern": "x", "path": "FIXES.md"})
+    assert never_writes_asked_file(GOAL, AgentDecision(steps=[*decision.steps, read]), [], CAPS) != []
+
+
+def test_unwritten_files_counts_only_the_writes_that_completed() -> None:
+    _, acts, _ = _plan(write=True)
+    assert unwritten_files(GOAL, acts, {"write_file"}, done={"s1", "s2", "s3"}) == []
+    assert unwritten_files(GOAL, acts, {"write_file"}, done={"s1", "s2"}) == ["FIXES.md"]
+
+
+def test_the_guard_neither_accepts_nor_vouches_for_done_before_the_asked_file_is_written() -> None:
+    decision, acts, results = _plan(write=False)
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    a, why = guard_assessment(GOAL, done, decision, acts, results, plan_finished=True, writers={"write_file"})
+    assert a.status == "replan" and why == "'done' turned into 'replan': the goal asks to write FIXES.md, and no completed step wrote it"
+    # the answer's facts all come from the search: without the write check it would be vouched done
+    cont = done.model_copy(update={"status": "continue"})
+    assert guard_assessment(GOAL, cont, decision, acts, results, plan_finished=True)[0].status == "done"
+    assert guard_assessment(GOAL, cont, decision, acts, results, plan_finished=True,
+                            writers={"write_file"})[0].status == "continue"
+    # written: the same rules as before
+    decision, acts, results = _plan(write=True)
+    assert guard_assessment(GOAL, done, decision, acts, results, plan_finished=True,
+                            writers={"write_file"}) == (done, "")
+
+
+async def test_through_the_loop_the_plan_without_the_write_is_re_asked_and_the_file_written(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n# FIXME: close the file\n")
+    ctx, executor = tool_context(tmp_path)
+    no_write = {"steps": [typed_step("s1", "search_text", {"pattern": "FIXME", "path": "."}),
+                          typed_step("s2", "answer", {"task": "give the FIXME lines"}, "s1")]}
+    with_write = {"steps": [*no_write["steps"],
+                            typed_step("s3", "write_file", {"path": "FIXES.md", "content": "{{s2.output}}"}, "s2")]}
+    model = ScriptedChatModel(responses=[no_write, with_write, "src/a.py:2: # FIXME: close the file",
+                                         {"status": "done"}])
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
+                               intake=False, max_iterations=2)
+    final = await graph.ainvoke(goal_input(GOAL, thread_id="t1"), run_config("t1"))
+    assert final["status"] == "done" and model.remaining == 0
+    assert "FIXME: close the file" in (tmp_path / "FIXES.md").read_text()
+    reask = model.calls[1].messages[-1].content
+    assert "the goal asks to write FIXES.md, and no step writes it" in reask
