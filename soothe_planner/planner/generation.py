@@ -23,6 +23,7 @@ from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
 from soothe_planner.planner.plan_rules import (
     ends_in_gathering,
     never_writes_asked_file,
+    repeats_finished_work,
     retries_missing_data,
     writes_not_asked_for,
 )
@@ -98,10 +99,12 @@ def readers(
 
 def decision_validator(
     goal: str, context: PlanContext, pm: PlanManager | None, *, compact: bool, allow_keep: bool, replace: bool,
-    max_steps: int,
+    max_steps: int, greedy: bool = False,
 ) -> Callable[[Generated], list[str]]:
     """What a generation answer must satisfy before it is used: the DAG's rules (through ``pm``,
-    with the offered tools' schemas) and, under the compact profile, ``plan_rules``."""
+    with the offered tools' schemas) and, under the compact profile, ``plan_rules`` — the rule
+    against repeating finished work only for a model that decodes greedily (``greedy``), for which
+    the same call on the same data gives the same output."""
     names = context.capability_names() or None
     offered = context.available_capabilities or None
     by_name = {c.name: c for c in offered} if offered else None
@@ -121,7 +124,9 @@ def decision_validator(
                                     *writes_not_asked_for(goal, gen.decision, by_name),
                                     *never_writes_asked_file(goal, gen.decision, pm.nodes if pm is not None else [],
                                                              by_name),
-                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []))
+                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []),
+                                    *(repeats_finished_work(gen.decision, pm.nodes if pm is not None else [])
+                                      if greedy else []))
                         if p]
             if problems:
                 return problems

@@ -167,6 +167,9 @@ class LLMPlanner(SyncPlannerMethods):
         self.stats = PlannerStats()
         self._caller = Caller(self.settings, self.controller, self.stats)
         self._pm_factory = plan_manager_factory or self._default_manager
+        # temperature 0: the same call on the same data gives the same output (the executor's model
+        # steps run on the run's model too, as a run builds them), so a plan of finished work is refused
+        self._greedy = getattr(model, "temperature", None) == 0
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()
@@ -382,7 +385,7 @@ class LLMPlanner(SyncPlannerMethods):
         )
         compact = self.settings.prompt_profile == "compact"
         validate = decision_validator(goal, context, pm, compact=compact, allow_keep=allow_keep, replace=replace,
-                                      max_steps=max_steps)
+                                      max_steps=max_steps, greedy=self._greedy)
         if calls:
             existing = [n.id for n in pm.nodes] if pm is not None else []
             grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps, existing)

@@ -16,14 +16,15 @@ with no report on disk.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 
 from soothe_planner.dag import call_key
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
-__all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "retries_missing_data",
-           "unwritten_files", "writes_not_asked_for"]
+__all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "repeats_finished_work",
+           "retries_missing_data", "unwritten_files", "writes_not_asked_for"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
@@ -153,3 +154,51 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
                 f"search one distinctive word in \".\", the whole workspace) and make {s.id} depend on it"
             )
     return problems
+
+
+_REF = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+?)\.output\s*\}\}")
+
+
+def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
+    """A plan every step of which already ran, with the same input, and did not finish the goal.
+
+    The embedded model decodes greedily: the same call on the same data gives the same output.
+    After a plan ran and the goal was not done, a 1.5B model planned the very same steps again
+    every iteration (the same listing, the same answer task over it, the same write), three times,
+    each time with the same wrong file at the end. Two steps are the same when their tool and
+    arguments are (a reference compared by what it refers to), or for an answer step, its task and
+    the steps it reads. A plan with anything new in it (one other file, pattern or task) stands.
+    """
+    done = {n.id: n for n in nodes if n.status == "completed"}
+    if not done or not decision.steps:
+        return []
+    known: dict[str, PlanStep | StepAction] = {**{n.id: n for n in nodes}, **{s.id: s for s in decision.steps}}
+
+    def sig(step: PlanStep | StepAction, table: Mapping[str, PlanStep | StepAction], depth: int = 0) -> str | None:
+        """What the step computes: its call with each reference replaced by what it refers to."""
+        if depth > 16 or step.subagent or step.tools:
+            return None
+        inputs: dict[str, str] = {}
+        refs = _REF.findall(json.dumps(step.args, default=str)) if step.tool else list(step.depends_on)
+        for ref in refs:
+            target = table.get(ref)
+            inner = sig(target, table, depth + 1) if target is not None else None
+            if inner is None:
+                return None
+            inputs[ref] = inner
+        if step.tool:
+            text = json.dumps(step.args, sort_keys=True, default=str)
+            text = _REF.sub(lambda m: "<" + inputs[m.group(1)] + ">", text)
+            return call_key(step.tool, {"": text})
+        return "answer\0" + _words(step.description) + "\0" + "|".join(sorted(inputs.values()))
+
+    old_table: dict[str, PlanStep | StepAction] = {n.id: n for n in nodes}
+    ran = {sig(n, old_table) for n in done.values()} - {None}
+    repeats = []
+    for s in decision.steps:
+        if sig(s, known) not in ran:
+            return []
+        repeats.append(f"{s.id} ({s.tool or 'answer ' + repr(s.description[:60])})")
+    return [f"every step of this plan already ran with the same input ({', '.join(repeats)}), and the goal "
+            "is not done: the same steps give the same outputs. Change what does not work: read another file, "
+            "search another pattern, or give the answer step another task"]
