@@ -118,3 +118,27 @@ async def test_a_report_missing_lines_never_ends_an_every_line_run_done(tmp_path
     out = await graph.ainvoke(goal_input(EVERY, thread_id="t2"), run_config("t2"))
     assert out["status"] == "done" and model.remaining == 0
     assert (tmp_path / "TODO_REPORT.md").read_text() == whole
+
+
+def test_a_search_for_the_goals_word_counts_even_when_the_write_was_fed_something_else() -> None:
+    """Regression (README's goal, 1.5B, plans in calls): the re-plan searched TODO, listed the
+    folder, and wrote the listing to the report; the search was not upstream of the write."""
+    acts = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO", "path": "."}),
+            StepAction(id="s2", description="list", tool="list_dir", args={"path": "."}),
+            StepAction(id="s3", description="write", tool="write_file", depends_on=["s2"],
+                       args={"path": "TODO_REPORT.md", "content": "{{s2.output}}"})]
+    results = [StepResult(step_id="s1", success=True, output=FOUND),
+               StepResult(step_id="s2", success=True, output="README.md\nsrc/notes.py"),
+               StepResult(step_id="s3", success=True, output="wrote 22 bytes to TODO_REPORT.md")]
+    dropped = unrelayed_lines(EVERY, AgentDecision(steps=acts), acts, results, writers={"write_file"})
+    assert dropped is not None and (dropped.delivered_by, dropped.search_ids, dropped.found) == ("s3", ["s1"], 3)
+    # the guard passes the writers: its 'done' becomes 'replan'
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    a, _ = guard_assessment(EVERY, done, AgentDecision(steps=acts), acts, results, plan_finished=True,
+                            writers={"write_file"})
+    assert a.status == "replan"
+    # not knowing which tools write, only the searches upstream count (as before)
+    assert unrelayed_lines(EVERY, AgentDecision(steps=acts), acts, results) is None
+    # a search for a word the goal does not name, beside the delivery, is not the goal's search
+    other = [a.model_copy(update={"args": {"pattern": "FIXME", "path": "."}}) if a.id == "s1" else a for a in acts]
+    assert unrelayed_lines(EVERY, AgentDecision(steps=other), other, results, writers={"write_file"}) is None

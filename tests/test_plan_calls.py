@@ -190,10 +190,11 @@ async def test_every_attempt_failing_is_a_generation_error_carrying_them(tmp_pat
     assert len(err.value.attempts) == 3 and all("no step was written" in a.error for a in err.value.attempts)
 
 
-async def test_a_subagent_on_offer_keeps_the_plan_in_json(tmp_path: Path) -> None:
+@pytest.mark.parametrize("extra", [Capability(name="researcher", kind="subagent", description="reads the web"),
+                                   Capability(name="web-search", kind="tool", description="searches the web")])
+async def test_a_capability_with_no_call_form_keeps_the_plan_in_json(tmp_path: Path, extra: Capability) -> None:
     ctx, _ = tool_context(tmp_path)
-    ctx = ctx.model_copy(update={"available_capabilities": [
-        *ctx.available_capabilities, Capability(name="researcher", kind="subagent", description="reads the web")]})
+    ctx = ctx.model_copy(update={"available_capabilities": [*ctx.available_capabilities, extra]})
     plan_json = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
                            {"id": "s2", "tool": "answer", "args": {"task": "list them"}, "depends_on": ["s1"]}]}
     planner, model = _calls_planner(plan_json)

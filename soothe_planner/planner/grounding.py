@@ -98,7 +98,7 @@ def guard_assessment(
     ``writers`` (the tools that change things), a goal that asks for a named file is neither done nor
     vouched for until a completed step of one of them wrote it (``plan_rules.unwritten_files``).
     """
-    dropped = unrelayed_lines(goal, decision, nodes, results)
+    dropped = unrelayed_lines(goal, decision, nodes, results, writers)
     completed = {r.step_id for r in results if r.success}
     unwritten = unwritten_files(goal, nodes, writers, completed) if writers is not None else []
     if a.status == "done":
@@ -305,14 +305,17 @@ def _delivered(step: PlanStep | StepAction, completed: Mapping[str, StepResult])
 
 
 def unrelayed_lines(
-    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult]
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    writers: Collection[str] | None = None,
 ) -> Dropped | None:
     """For a goal that asks for every line of something: the lines a search step found that the
     plan's delivery left out (``Dropped``), or ``None`` when it delivered them all or nothing is
     checkable (no such goal, no search upstream of a delivery, a search that found no exact match).
 
     The delivery is each final step of the last decision: the text a final tool step was given
-    (a write's content, its references resolved), or a final model step's answer.
+    (a write's content, its references resolved), or a final model step's answer. The searches are
+    those upstream of it and, for a final model step or a final step of a tool in ``writers`` (the
+    tools that change things), every finished search of the goal for a pattern the goal names.
     """
     if decision is None or not decision.steps or not _EVERY_LINE_GOAL.search(goal):
         return None
@@ -322,10 +325,19 @@ def unrelayed_lines(
     by_id.update((n.id, n) for n in nodes)
     graph = {i: n.depends_on for i, n in by_id.items()}
     needed = {d for s in decision.steps for d in s.depends_on}
-    for final in (s for s in decision.steps if s.id not in needed):
+    def matched(i: str) -> bool:
         # a search that found no exact match lists the lines nearest its words: candidates, not matches
-        searches = [by_id[i] for i in sorted(ancestors(graph, final.id)) if i in by_id
-                    and by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and NEAREST_LINES_MARK not in outputs[i]]
+        return by_id[i].tool == SEARCH_TOOL_NAME and i in outputs and NEAREST_LINES_MARK not in outputs[i]
+
+    # a search for a word of the goal counts wherever it sits in the plan: a delivery fed something
+    # else (a listing) was seen written in its place, with the search beside it and not upstream
+    named = [i for i, n in by_id.items() if matched(i) and not (n.args or {}).get("regex")
+             and _fold(str((n.args or {}).get("pattern", ""))) and _fold(str(n.args["pattern"])) in _fold(goal)]
+    for final in (s for s in decision.steps if s.id not in needed):
+        delivers = writers is not None and (final.tool in writers or not (final.tool or final.tools or final.subagent))
+        upstream = [i for i in sorted(ancestors(graph, final.id)) if i in by_id and matched(i)]
+        ids = dict.fromkeys([*upstream, *(named if delivers else [])])
+        searches = [by_id[i] for i in ids]
         if not searches:
             continue
         text = _delivered(final, completed)

@@ -377,8 +377,9 @@ class LLMPlanner(SyncPlannerMethods):
         replace: bool,
         phase: str = "plan-generate",
     ) -> Generated:
-        # a subagent step has no call form: with one offered, the plan is JSON whatever the setting
-        calls = self.settings.plan_syntax == "calls" and all(c.kind == "tool" for c in context.available_capabilities)
+        # a subagent step, or a tool whose name is no Python name, has no call form: the plan is JSON then
+        calls = self.settings.plan_syntax == "calls" and all(
+            c.kind == "tool" and c.name.isidentifier() for c in context.available_capabilities)
         prompt = self._prompt_checked(
             phases.generate_prompt(goal, state, context, assessment, pm, self.settings,
                                    max_steps=max_steps, instruction=instruction, calls=calls)

@@ -12,8 +12,9 @@ plan as calls (``parsing.plan_calls``) does not::
 ``planner.plan_syntax`` chooses: ``json``, ``calls``, or ``auto`` — ``calls`` when the model
 declares it (its ``metadata["soothe_plan_syntax"]``, which the embedded model sets) and the
 compact profile is in force, else ``json``. Only the loop's plan-generation call uses it, and only
-when no subagent is offered (a subagent step has no call form); every other call, and a plan
-revised through ``revise_plan``, stays JSON.
+when every capability offered is a tool named like a Python function (a subagent step, or a tool
+called ``web-search``, has no call form); every other call, and a plan revised through
+``revise_plan``, stays JSON.
 
 A JSON plan is held to its shape by the server's grammar built from the JSON schema. A plan in
 calls is held by a GBNF grammar (``plan_grammar``), sent in the request body's ``grammar`` field
