@@ -16,13 +16,12 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   nothing of the previous request's prompt can be reused.
 - **after-cold** — the tuned server and the ``compact`` profile, its prompt cache off and the same
   flush before every call: what fewer tokens and better settings buy with no reuse at all.
-- **after-json** — ``after`` with the plan written as compact JSON (``planner.plan_syntax: json``)
-  instead of one Python call per step: what the plan syntax buys, alone.
-- **after** — the tuned server with its prompt cache and the ``compact`` profile (plans in the
-  ``calls`` syntax the embedded model declares), calls in the
+- **after** — the tuned server with its prompt cache and the ``compact`` profile, calls in the
   loop's order (intake, generate, step, assess, synthesis, intake, ...). Each repeat is another
   run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
   loop's prompts share across runs, never a whole identical prompt.
+- **after-calls** — ``after`` with the plan written as one Python call per step, held by a grammar
+  (``planner.plan_syntax: calls``) instead of compact JSON: what the plan syntax buys, alone.
 
 Every reply is judged as well as timed (``local_judge.py``: would the loop accept this plan, is
 this assessment the right answer, does this step keep every item it was given), and the table's
@@ -199,8 +198,8 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
     configs = [
         Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
         Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
-        Config("after-json", "python", "compact", "function_calling", reuse=True, syntax="json"),
         Config("after", "python", "compact", "function_calling", reuse=True),
+        Config("after-calls", "python", "compact", "function_calling", reuse=True, syntax="calls"),
     ]
     if with_llama_server:
         configs.append(Config("llama-server", "llama-server", "compact", "json_schema", reuse=True,

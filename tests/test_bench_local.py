@@ -138,11 +138,10 @@ def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_
     assert [c.kind for c in calls] == list(CALL_KINDS)
     assert {c.body["model"] for c in calls} == {resolve_model(MODEL)[1].alias}
     structured = {c.kind: c.body["tool_choice"]["function"]["name"] for c in calls if c.body.get("tools")}
-    assert structured == {"intake": "RouteIntake", "assess": "AssessStatus"}
-    # the embedded model declares the calls syntax: its plan is a text call held by a grammar
-    plan = calls[CALL_KINDS.index("generate")].body
+    assert structured == {"intake": "RouteIntake", "generate": "GeneratePlan", "assess": "AssessStatus"}
+    # with plans in calls, the plan is a text call held by a grammar (the embedded server takes one)
+    plan = capture_calls(0, model=MODEL, plan_syntax="calls")[CALL_KINDS.index("generate")].body
     assert "tools" not in plan and plan["grammar"].startswith('root ::= "```python')
-    assert capture_calls(0, model=MODEL, plan_syntax="json")[1].body["tool_choice"]["function"]["name"] == "GeneratePlan"
     # the embedded server ignores max_completion_tokens: the body must carry max_tokens itself
     assert all(isinstance(c.body.get("max_tokens"), int) for c in calls)
     step = calls[CALL_KINDS.index("step")].body
@@ -314,7 +313,7 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert "| config | threads | call | prompt tok |" in out and "wrote" in out
     data = json.loads((tmp_path / "local.json").read_text())
     assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
-    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after-json", "after"]
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after", "after-calls"]
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
         assert all(r["n"] == 2 for r in res["rows"].values())
@@ -322,14 +321,14 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
         assert res["rows"]["generate"]["usable"] == 0 and "cannot read it" in res["rows"]["generate"]["problems"][0]
         assert res["rows"]["step"]["usable"] == 0 and "TODO items missing" in res["rows"]["step"]["problems"][0]
         assert res["load_before"] and res["load_after"]
-    # before, after-cold (flush before each), after-json, after; 3 variants × 2 kinds each
+    # before, after-cold (flush before each), after, after-calls; 3 variants × 2 kinds each
     assert len(fake_http.bodies) == 12 + 12 + 6 + 6
-    # before replays the full profile's JSON plan, after-json the compact one; after-cold and after
+    # before replays the full profile's JSON plan, after-cold and after the compact one; after-calls
     # the plan in calls, held by its grammar
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 3
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 6
     calls = [b for b in fake_http.bodies if "grammar" in b]
-    assert len(calls) == 6 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
+    assert len(calls) == 3 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
 
 
 def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_http: _FakeHTTP, tmp_path: Path) -> None:
@@ -353,10 +352,10 @@ def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_htt
     assert tunings["logits_all off"] == {**tunings["stock"], "logits_all": False}
     assert tunings["n_batch 1024 / n_ubatch 1024"] == {**tunings["tuned without cache"], "n_batch": 1024, "n_ubatch": 1024}
     assert tunings["RAM cache (loop order)"] == {}  # the shipped server
-    # every configuration replays the shipped prompts: the plan asked for in calls, held by its grammar
-    assert not any(b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan" for b in fake_http.bodies)
-    plans = [b for b in fake_http.bodies if "grammar" in b]
-    assert plans and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in plans)
+    # every configuration replays the compact (shipped) prompts: no plan_action field in the plan schema
+    generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
+    assert generates and not any("plan_action" in g["tools"][0]["function"]["parameters"]["properties"]
+                                 for g in generates)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -394,10 +393,15 @@ def _reply_text(body: dict[str, Any]) -> str:
     return str(message["content"] or message["tool_calls"][0]["function"]["arguments"])
 
 
+def _bodies(variant: int, **kw: Any) -> dict[str, dict[str, Any]]:
+    return {c.kind: c.body for c in capture_calls(variant, model=MODEL, **kw)}
+
+
 def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_others() -> None:
     from bench.local_judge import judge
 
-    calls = {c.kind: c.body for c in capture_calls(1, model=MODEL)}
+    assert {k: judge(k, b, _reply_text(b)) for k, b in _bodies(1).items()} == dict.fromkeys(CALL_KINDS, "")
+    calls = _bodies(1, plan_syntax="calls")
     assert {k: judge(k, b, _reply_text(b)) for k, b in calls.items()} == dict.fromkeys(CALL_KINDS, "")
     plan = calls["generate"]
     empty_search = "```python\ns1 = search_text()\n```"

