@@ -41,6 +41,8 @@ FOUND = "src/a.py:3: # FIXME: close the file\nsrc/b.py:9: # FIXME: handle None"
     ("Which setting in config/app.toml sets the timeout?", []),  # a question names files to read
     ("Summarise the FIXME lines in FIXES.md", []),  # no verb of writing: not judged here
     ("Write a short poem about the sea", []),  # nothing named
+    ("Search in src/app.py, compare it to lib/app.py and write the result to OUT.md", ["OUT.md"]),
+    ("Compare a.py to b.py and save the differences into DIFF.md", ["DIFF.md"]),
 ])
 def test_the_files_a_goal_asks_to_write_are_the_file_names_after_to_into_or_named(goal: str, files: list[str]) -> None:
     assert files_to_write(goal) == files

@@ -28,18 +28,21 @@ __all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "re
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
-    r"\b(?:to|into|in|as|named|called)\s+(?:(?:a|the)\s+(?:new\s+)?file\s+(?:named|called)\s+)?[`'\"]?(?P<name>[\w./-]*\w)"
+    r"\b(?:to|into|as|named|called)\s+(?:(?:a|the)\s+(?:new\s+)?file\s+(?:named|called)\s+)?[`'\"]?(?P<name>[\w./-]*\w)"
 )
 _FILE_LIKE = re.compile(r"[\w./-]*\.[A-Za-z0-9]{1,8}|[\w.-]*/[\w./-]+|[A-Z][A-Z0-9_]{2,}")
 
 
 def files_to_write(goal: str) -> list[str]:
     """The files a goal asks to be written: a name that looks like a file (``REPORT.md``,
-    ``notes/a.txt``, ``VERSION``) after "to", "into", "in", "as", "(a file) named" in a goal that
-    has a verb of writing. ``[]`` for a question ("Which port does config/server.toml set?")."""
-    if not _WRITE_VERB.search(goal):
+    ``notes/a.txt``, ``VERSION``) after "to", "into", "as", "(a file) named", following a verb of
+    writing ("Search in src/app.py and write the result to OUT.md" asks for OUT.md only). ``[]`` for
+    a question ("Which port does config/server.toml set?"). It errs on the side of asking for less:
+    a file it misses is only not checked."""
+    verb = _WRITE_VERB.search(goal)
+    if verb is None:
         return []
-    names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal)]
+    names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal, verb.end())]
     return list(dict.fromkeys(n.lstrip("./") for n in names if _FILE_LIKE.fullmatch(n)))
 
 
