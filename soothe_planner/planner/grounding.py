@@ -331,8 +331,13 @@ def unrelayed_lines(
 
     # a search for a word of the goal counts wherever it sits in the plan: a delivery fed something
     # else (a listing) was seen written in its place, with the search beside it and not upstream
-    named = [i for i, n in by_id.items() if matched(i) and not (n.args or {}).get("regex")
-             and _fold(str((n.args or {}).get("pattern", ""))) and _fold(str(n.args["pattern"])) in _fold(goal)]
+    named: list[str] = []
+    if writers is not None:
+        wanted = _fold(goal)
+        for i, n in by_id.items():
+            pattern = _fold(str((n.args or {}).get("pattern", "")))
+            if matched(i) and pattern and not (n.args or {}).get("regex") and pattern in wanted:
+                named.append(i)
     for final in (s for s in decision.steps if s.id not in needed):
         delivers = writers is not None and (final.tool in writers or not (final.tool or final.tools or final.subagent))
         upstream = [i for i in sorted(ancestors(graph, final.id)) if i in by_id and matched(i)]

@@ -69,6 +69,7 @@ from soothe_planner.planner.generation import (
     readers,
 )
 from soothe_planner.planner.grounding import guard_assessment
+from soothe_planner.planner.plan_rules import writing_tools
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
@@ -279,9 +280,9 @@ class LLMPlanner(SyncPlannerMethods):
             results = pm.step_results() if pm is not None else latest_results(state.step_results)
             nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
             finished = pm is not None and not pm.has_unfinished()
-            writers = {c.name for c in context.available_capabilities if c.kind == "tool" and not c.read_only}
+            writers = writing_tools(context.available_capabilities) if context.available_capabilities else None
             a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished,
-                                      writers=writers if context.available_capabilities else None)
+                                      writers=writers)
             if why:
                 self.stats.guard_overrides += 1
                 logger.warning("plan-assess: %s", why)

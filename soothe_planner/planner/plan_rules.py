@@ -16,15 +16,14 @@ with no report on disk.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
-from soothe_planner.dag import call_key
+from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
 __all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "repeats_finished_work",
-           "retries_missing_data", "unwritten_files", "writes_not_asked_for"]
+           "retries_missing_data", "unwritten_files", "writes_not_asked_for", "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
@@ -44,6 +43,11 @@ def files_to_write(goal: str) -> list[str]:
         return []
     names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal, verb.end())]
     return list(dict.fromkeys(n.lstrip("./") for n in names if _FILE_LIKE.fullmatch(n)))
+
+
+def writing_tools(capabilities: Iterable[Capability]) -> set[str]:
+    """The names of the tools among ``capabilities`` that change things (not read-only)."""
+    return {c.name for c in capabilities if c.kind == "tool" and not c.read_only}
 
 
 def _writes(path: object, name: str) -> bool:
@@ -69,10 +73,8 @@ def never_writes_asked_file(
     """A plan for a goal that asks for a named file, which neither it nor a finished earlier step writes."""
     if not capabilities:
         return []
-    writers = {name for name, c in capabilities.items() if c.kind == "tool" and not c.read_only}
-    finished = {n.id for n in nodes if n.status == "completed"}
-    earlier = [n for n in nodes if n.id in finished]
-    missing = unwritten_files(goal, [*decision.steps, *earlier], writers)
+    earlier = [n for n in nodes if n.status == "completed"]
+    missing = unwritten_files(goal, [*decision.steps, *earlier], writing_tools(capabilities.values()))
     return [f"the goal asks to write {name}, and no step writes it: end the plan with the write, "
             f"for example write_file(path=\"{name}\", content=...)" for name in missing]
 
@@ -159,9 +161,6 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
     return problems
 
 
-_REF = re.compile(r"\{\{\s*([A-Za-z0-9_.-]+?)\.output\s*\}\}")
-
-
 def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
     """A plan every step of which already ran, with the same input, and did not finish the goal.
 
@@ -172,31 +171,37 @@ def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) ->
     arguments are (a reference compared by what it refers to), or for an answer step, its task and
     the steps it reads. A plan with anything new in it (one other file, pattern or task) stands.
     """
-    done = {n.id: n for n in nodes if n.status == "completed"}
+    done = [n for n in nodes if n.status == "completed"]
     if not done or not decision.steps:
         return []
-    known: dict[str, PlanStep | StepAction] = {**{n.id: n for n in nodes}, **{s.id: s for s in decision.steps}}
+    earlier: dict[str, PlanStep | StepAction] = {n.id: n for n in nodes}
+    known = {**earlier, **{s.id: s for s in decision.steps}}
 
     def sig(step: PlanStep | StepAction, table: Mapping[str, PlanStep | StepAction], depth: int = 0) -> str | None:
-        """What the step computes: its call with each reference replaced by what it refers to."""
+        """What the step computes: its call with each reference replaced by what it refers to
+        (read as the executor reads it), or for an answer step its task and what it reads."""
         if depth > 16 or step.subagent or step.tools:
             return None
-        inputs: dict[str, str] = {}
-        refs = _REF.findall(json.dumps(step.args, default=str)) if step.tool else list(step.depends_on)
-        for ref in refs:
-            target = table.get(ref)
+        if not step.tool:
+            inputs = [sig(table[d], table, depth + 1) if d in table else None for d in step.depends_on]
+            if any(i is None for i in inputs):
+                return None
+            return "answer\0" + _words(step.description) + "\0" + "|".join(sorted(i for i in inputs if i))
+        unresolved: list[str] = []
+
+        def referred(m: re.Match[str]) -> str:
+            step_id, field = parse_token(m.group(1), table)
+            target = table.get(step_id)
             inner = sig(target, table, depth + 1) if target is not None else None
             if inner is None:
-                return None
-            inputs[ref] = inner
-        if step.tool:
-            text = json.dumps(step.args, sort_keys=True, default=str)
-            text = _REF.sub(lambda m: "<" + inputs[m.group(1)] + ">", text)
-            return call_key(step.tool, {"": text})
-        return "answer\0" + _words(step.description) + "\0" + "|".join(sorted(inputs.values()))
+                unresolved.append(step_id)
+                return m.group(0)
+            return "<" + inner + (f".{field}" if field else "") + ">"
 
-    old_table: dict[str, PlanStep | StepAction] = {n.id: n for n in nodes}
-    ran = {sig(n, old_table) for n in done.values()} - {None}
+        args = map_arg_strings(step.args, lambda text: REFERENCE_RE.sub(referred, text))
+        return None if unresolved else call_key(step.tool, args)
+
+    ran = {sig(n, earlier) for n in done} - {None}
     repeats = []
     for s in decision.steps:
         if sig(s, known) not in ran:
