@@ -212,8 +212,9 @@ def sweep_configs() -> list[Config]:
 
     ``stock`` → ``logits_all off`` changes only ``logits_all``; → ``tuned without cache`` also the sampler
     order (``grammar_last``); the batch and context rows change one setting of ``tuned without cache``;
-    the last two run the calls in the loop's order, with only the previous request's KV kept, then
-    with the RAM prompt cache as well (the shipped server).
+    then the calls in the loop's order, with only the previous request's KV kept, then with the RAM
+    prompt cache as well (the shipped server), then that server guessing tokens from the prompt
+    (``ServerTuning.draft_tokens``).
     """
     base: dict[str, Any] = {"prompt_cache_mib": 0}
 
@@ -229,6 +230,8 @@ def sweep_configs() -> list[Config]:
     out.append(cfg("n_ctx 8192", {**base, "n_ctx": 8192}))
     out.append(cfg("KV reuse only (loop order)", base, reuse=True))
     out.append(cfg("RAM cache (loop order)", {}, reuse=True))
+    for n in (2, 4):
+        out.append(cfg(f"RAM cache and {n} guessed tokens (loop order)", {"draft_tokens": n}, reuse=True))
     return out
 
 

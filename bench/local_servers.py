@@ -132,6 +132,8 @@ class PythonServer:
 
         settings = dict(tuning)
         base = ServerTuning.stock() if settings.pop("stock", False) else ServerTuning()
+        # States a server left on disk would let the next configuration restore prompts it never read.
+        settings.setdefault("prompt_states_mib", 0)
         self.server = LocalModelServer(model=model, n_threads=threads, tuning=base.with_(**settings))
 
     def __enter__(self) -> PythonServer:

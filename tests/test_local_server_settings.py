@@ -142,6 +142,7 @@ def test_the_prompt_cache_keeps_kv_states_without_the_logits_buffer(monkeypatch:
 
     def stock_load(self: object, state: object) -> None:
         self.scores[: state.n_tokens, :] = state.scores.copy()  # type: ignore[attr-defined]  # the library's own line
+        self.input_ids = state.input_ids.copy()  # type: ignore[attr-defined]  # and this one
         seen["loaded"] = True
 
     monkeypatch.setattr(llama_cls, "save_state", stock_save)
@@ -149,11 +150,13 @@ def test_the_prompt_cache_keeps_kv_states_without_the_logits_buffer(monkeypatch:
     lean_prompt_cache()
     model = object.__new__(llama_cls)  # no weights: only the attributes the cache touches
     model.scores, model.n_tokens, model._logits_all = np.ones((8, 5), dtype=np.single), 3, False
+    model.input_ids, model._n_ctx = np.zeros(8, dtype=np.intc), 8
     model._stack = contextlib.ExitStack()  # what the library closes when the object goes away
     state = llama_cls.save_state(model)
     assert seen["saved_rows"] == 0 and len(state.scores) == 0 and model.scores.shape == (8, 5)
     llama_cls.load_state(model, state)  # the stock code would fail to broadcast an empty buffer
     assert seen["loaded"] and model.scores.shape == (8, 5)
+    assert model.input_ids.shape == (8,)  # the state held 4 token slots (as one read from disk): padded to n_ctx
     model._logits_all = True  # logprobs need every row: the library's behaviour is kept
     assert len(llama_cls.save_state(model).scores) == 3
 

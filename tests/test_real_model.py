@@ -135,3 +135,49 @@ def test_checking_the_grammar_after_the_choice_gives_the_same_greedy_json(monkey
     assert answer() == stock  # greedy: the best token the grammar allows, whichever order finds it
     plan = json.loads(stock) if stock.rstrip().endswith("}") else None
     assert plan is None or all(step["tool"] in tools for step in plan["steps"])
+
+
+def test_a_prompt_state_saved_by_one_model_is_restored_by_the_next_with_the_same_answer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``local/prompt_states.py`` with the launcher's patches, on the embedded model in-process: two "servers"."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import llama_cpp
+    import llama_cpp.llama_cpp as bindings
+    from llama_cpp import Llama
+
+    from soothe_planner.local import embedded_model, ensure_model_file
+    from soothe_planner.local.launcher import (
+        disable_extra_buffer_types,
+        lean_prompt_cache,
+        prompt_states_on_disk,
+    )
+    from soothe_planner.local.prompt_states import PROMPT_STATES_ENV
+
+    for owner, name in ((bindings, "llama_model_default_params"), (Llama, "save_state"), (Llama, "load_state"),
+                        (llama_cpp, "LlamaRAMCache")):
+        monkeypatch.setattr(owner, name, getattr(owner, name))  # every patch undone after the test
+    monkeypatch.setenv(PROMPT_STATES_ENV, str(tmp_path))
+    disable_extra_buffer_types()
+    lean_prompt_cache()
+    prompt_states_on_disk()
+    path = str(ensure_model_file(model=embedded_model(MODEL)))
+    briefing = "You list files. " + " ".join(f"Rule {i}: keep the answer short." for i in range(20))
+    ask = [{"role": "system", "content": briefing}, {"role": "user", "content": "Name two files of a Python repo."}]
+
+    def server() -> tuple[Llama, object]:
+        model = Llama(path, n_ctx=1024, n_threads=2, verbose=False, logits_all=False)
+        cache = llama_cpp.LlamaRAMCache(capacity_bytes=256 << 20)  # what the server builds
+        model.set_cache(cache)
+        return model, cache
+
+    first, cache = server()
+    before = first.create_chat_completion(ask, temperature=0, max_tokens=24)["choices"][0]["message"]["content"]
+    cache.flush()  # type: ignore[attr-defined]
+    assert list(tmp_path.glob("*.npz"))
+    second, restored = server()
+    after = second.create_chat_completion(ask, temperature=0, max_tokens=24)["choices"][0]["message"]["content"]
+    assert restored.loaded == 1  # type: ignore[attr-defined]
+    assert second.input_ids.shape == (1024,) and after == before

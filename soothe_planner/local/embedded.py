@@ -71,6 +71,7 @@ from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
+from soothe_planner.local.prompt_states import PROMPT_STATES_ENV, PROMPT_STATES_MIB_ENV, folder_for
 from soothe_planner.local.tuning import ServerTuning
 from soothe_planner.parsing import read_text_tool_calls
 
@@ -373,6 +374,29 @@ class LocalModelServer:
     def n_ctx(self) -> int:
         return self.tuning.n_ctx
 
+    def states_env(self) -> dict[str, str]:
+        """Where the server keeps its prompt states for the next one (``prompt_states.py``); empty when it keeps none.
+
+        One folder per model file, llama-cpp-python version and context size, under the model cache
+        folder; a folder the user named in ``SOOTHE_LLAMA_PROMPT_STATES`` wins.
+        """
+        t = self.tuning
+        if not (t.prompt_cache_mib and t.prompt_states_mib) or self.model_path is None:
+            return {}
+        if os.environ.get(PROMPT_STATES_ENV):
+            return {PROMPT_STATES_MIB_ENV: str(t.prompt_states_mib)}
+        try:
+            from importlib.metadata import version
+
+            library = version("llama_cpp_python")
+        except Exception:  # any failure: a folder of its own
+            library = "unknown"
+        try:
+            folder = folder_for(model_cache_dir() / "prompt-states", str(self.model_path), t.n_ctx, library)
+        except OSError:  # no model file to name the folder by: the server will say what is wrong
+            return {}
+        return {PROMPT_STATES_ENV: str(folder), PROMPT_STATES_MIB_ENV: str(t.prompt_states_mib)}
+
     def log_tail(self, max_chars: int = 2000) -> str:
         if self._log is None:
             return ""
@@ -400,7 +424,7 @@ class LocalModelServer:
         self.process = subprocess.Popen(
             self.argv(),
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.tuning.env()},
+            env={**os.environ, **self.tuning.env(), **self.states_env()},
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stopping it stops its children too
