@@ -22,6 +22,14 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   loop's prompts share across runs, never a whole identical prompt.
 - **after-calls** — ``after`` with the plan written as one Python call per step, held by a grammar
   (``planner.plan_syntax: calls``) instead of compact JSON: what the plan syntax buys, alone.
+- **after-restart** — ``after``, but every variant in a server of its own, started for it and
+  stopped after it, as every CLI run starts one: nothing of an earlier run is in memory.
+- **after-restart-states** — ``after-restart`` with the prompt states each server leaves on disk
+  (``ServerTuning.prompt_states_mib``, a fresh folder for the configuration): each run's new
+  server finds the earlier runs' states, never its own prompts (each variant is another goal).
+
+The servers ``after`` and the others start keep no states on disk, so that none restores prompts
+it never read.
 
 Every reply is judged as well as timed (``local_judge.py``: would the loop accept this plan, is
 this assessment the right answer, does this step keep every item it was given), and the table's
@@ -48,6 +56,7 @@ import fcntl
 import signal
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -80,6 +89,7 @@ class Config:
     reuse: bool  # the loop's order with the server's reuse; else a flush call before each call
     tuning: dict[str, Any] = field(default_factory=dict)  # ServerTuning fields, or {"stock": True}
     syntax: str = "auto"  # the planner's plan syntax (planner.plan_syntax): auto | json | calls
+    restart: bool = False  # every variant in a new server, as every CLI run starts one
 
 
 @dataclass
@@ -133,30 +143,40 @@ def measure(config: Config, threads: int, variants: Sequence[Sequence[Call]], *,
             time_box_s: float = 0.0, judge: Judge | None = None) -> dict[str, Any]:
     """Start ``config``'s server, replay ``variants`` (the first unmeasured), stop it. Returns its rows.
 
+    With ``config.restart`` each variant gets a server of its own, started and stopped around it.
+
     With ``judge``, every measured reply is also judged (``local_judge.py``) and the rows say how
     many the loop could have used.
     """
     samples: dict[str, list[Sample]] = {k: [] for k in kinds}
-    server = make_server(config, threads)
+
+    def replay(server: Server, v: int, calls: Sequence[Call]) -> None:
+        for call in calls:
+            if call.kind not in kinds:
+                continue
+            if not config.reuse:
+                server.stream(FLUSH)
+            got = server.stream(call.body)
+            if v == 0:
+                continue
+            samples[call.kind].append(Sample(
+                got.ttft, got.total, got.completion_tokens or counter.count(got.text), got.cpu_s,
+                got.prompt_tokens or counter.prompt_tokens(call.body), got.reused, got.text,
+                None if judge is None else judge(call.kind, call.body, got.text)))
+
     with held(lock):
         load_before = _load()
         started = time.monotonic()
-        with server:
+        server = None if config.restart else make_server(config, threads)
+        with server if server is not None else contextlib.nullcontext():
             for v, calls in enumerate(variants):
                 if v > 1 and time_box_s and time.monotonic() - started > time_box_s:
                     break
-                for call in calls:
-                    if call.kind not in kinds:
-                        continue
-                    if not config.reuse:
-                        server.stream(FLUSH)
-                    got = server.stream(call.body)
-                    if v == 0:
-                        continue
-                    samples[call.kind].append(Sample(
-                        got.ttft, got.total, got.completion_tokens or counter.count(got.text), got.cpu_s,
-                        got.prompt_tokens or counter.prompt_tokens(call.body), got.reused, got.text,
-                        None if judge is None else judge(call.kind, call.body, got.text)))
+                if server is not None:
+                    replay(server, v, calls)
+                    continue
+                with make_server(config, threads) as fresh:
+                    replay(fresh, v, calls)
         seconds = time.monotonic() - started
         load_after = _load()
     return {"config": config.name, "threads": threads, "load_before": load_before, "load_after": load_after,
@@ -200,6 +220,11 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
         Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
         Config("after", "python", "compact", "function_calling", reuse=True),
         Config("after-calls", "python", "compact", "function_calling", reuse=True, syntax="calls"),
+        # a new server for every run, as every CLI run starts one: with nothing kept, then with the
+        # prompt states the earlier runs' servers left on disk
+        Config("after-restart", "python", "compact", "function_calling", reuse=True, restart=True),
+        Config("after-restart-states", "python", "compact", "function_calling", reuse=True, restart=True,
+               tuning={"prompt_states_mib": 512}),
     ]
     if with_llama_server:
         configs.append(Config("llama-server", "llama-server", "compact", "json_schema", reuse=True,
@@ -252,7 +277,7 @@ def render(results: Sequence[dict[str, Any]]) -> str:
 
 
 def verdict(results: Sequence[dict[str, Any]]) -> list[str]:
-    """One line per target of issue 13, for the tuned configurations: median total time, met or missed.
+    """One line per target (``TARGETS_S``), for the tuned configurations: median total time, met or missed.
 
     Where replies were judged, a target is met only if every reply was usable as well.
     """
@@ -349,9 +374,14 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
                              f"{', '.join(repr(c.name) for c in configs)}")
         configs = [c for c in configs if c.name in wanted]
 
+    states: dict[str, Path] = {}  # a fresh folder of prompt states per configuration that keeps them
+
     def default_server(config: Config, n: int) -> Server:
         if config.server == "python":
-            return PythonServer(model, threads=n, tuning=config.tuning)
+            folder = None
+            if config.tuning.get("prompt_states_mib"):
+                folder = states.setdefault(config.name, Path(tempfile.mkdtemp(prefix="bench-prompt-states-")))
+            return PythonServer(model, threads=n, tuning=config.tuning, states_dir=folder)
         assert args.llama_server
         return LlamaServer(args.llama_server, model, threads=n, options=config.tuning)
 

@@ -27,6 +27,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
@@ -126,10 +127,11 @@ class Server(Protocol):
 class PythonServer:
     """The package's embedded server for ``model`` with ``tuning`` (``{"stock": True}``: the untuned one)."""
 
-    def __init__(self, model: Any, *, threads: int, tuning: dict[str, Any]) -> None:
+    def __init__(self, model: Any, *, threads: int, tuning: dict[str, Any], states_dir: Path | None = None) -> None:
         from soothe_planner.local import LocalModelServer
         from soothe_planner.local.tuning import ServerTuning
 
+        self.states_dir = states_dir  # where its prompt states go (a configuration's own folder), if it keeps any
         settings = dict(tuning)
         base = ServerTuning.stock() if settings.pop("stock", False) else ServerTuning()
         # States a server left on disk would let the next configuration restore prompts it never read.
@@ -137,7 +139,19 @@ class PythonServer:
         self.server = LocalModelServer(model=model, n_threads=threads, tuning=base.with_(**settings))
 
     def __enter__(self) -> PythonServer:
-        self.server.start()
+        from soothe_planner.local.prompt_states import PROMPT_STATES_ENV
+
+        before = os.environ.get(PROMPT_STATES_ENV)
+        if self.states_dir is not None:
+            os.environ[PROMPT_STATES_ENV] = str(self.states_dir)
+        try:
+            self.server.start()
+        finally:
+            if self.states_dir is not None:
+                if before is None:
+                    os.environ.pop(PROMPT_STATES_ENV, None)
+                else:
+                    os.environ[PROMPT_STATES_ENV] = before
         return self
 
     def __exit__(self, *exc: object) -> None:

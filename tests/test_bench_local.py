@@ -313,7 +313,8 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert "| config | threads | call | prompt tok |" in out and "wrote" in out
     data = json.loads((tmp_path / "local.json").read_text())
     assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
-    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after", "after-calls"]
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after", "after-calls", "after-restart",
+                                                     "after-restart-states"]
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
         assert all(r["n"] == 2 for r in res["rows"].values())
@@ -321,12 +322,12 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
         assert res["rows"]["generate"]["usable"] == 0 and "cannot read it" in res["rows"]["generate"]["problems"][0]
         assert res["rows"]["step"]["usable"] == 0 and "TODO items missing" in res["rows"]["step"]["problems"][0]
         assert res["load_before"] and res["load_after"]
-    # before, after-cold (flush before each), after, after-calls; 3 variants × 2 kinds each
-    assert len(fake_http.bodies) == 12 + 12 + 6 + 6
-    # before replays the full profile's JSON plan, after-cold and after the compact one; after-calls
-    # the plan in calls, held by its grammar
+    # before, after-cold (flush before each), after, after-calls, the two restarts; 3 variants × 2 kinds each
+    assert len(fake_http.bodies) == 12 + 12 + 6 + 6 + 6 + 6
+    # before replays the full profile's JSON plan, after-cold, after and the restarts the compact one;
+    # after-calls the plan in calls, held by its grammar
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 6
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 12
     calls = [b for b in fake_http.bodies if "grammar" in b]
     assert len(calls) == 3 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
 
@@ -427,3 +428,55 @@ def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_other
     assert "required argument 'pattern' is missing" in judge("generate", schema_calls["generate"], no_pattern)
     with pytest.raises(ValueError, match="unknown call kind 'plan'"):
         judge("plan", plan, "{}")
+
+
+def test_a_restart_configuration_starts_a_server_for_every_run() -> None:
+    started: list[object] = []
+
+    class Fresh:
+        def __enter__(self) -> Fresh:
+            started.append(self)
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def stream(self, body: dict[str, Any]) -> Streamed:
+            return Streamed(ttft=1.0, total=2.0, text="ok", completion_tokens=1, prompt_tokens=10, cpu_s=0.5)
+
+    config = Config("after-restart", "python", "compact", "function_calling", reuse=True, restart=True)
+    calls = [[Call("generate", {"messages": []}), Call("assess", {"messages": []})] for _ in range(3)]
+    res = measure(config, 2, calls, make_server=lambda c, n: Fresh(), counter=FakeCounter())
+    assert len(started) == 3 and len(set(map(id, started))) == 3  # one server per run, the first unmeasured
+    assert res["rows"]["generate"]["n"] == 2
+
+
+def test_a_configuration_keeping_states_gets_a_fresh_folder_and_the_others_keep_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import bench.local as local
+    from soothe_planner.local.prompt_states import PROMPT_STATES_ENV
+
+    seen: dict[str, tuple[Any, Any]] = {}
+
+    class Recorder:
+        def __init__(self, model: Any, *, threads: int, tuning: dict[str, Any], states_dir: Path | None = None) -> None:
+            from bench.local_servers import PythonServer
+
+            real = PythonServer(model, threads=threads, tuning=tuning, states_dir=states_dir)
+            seen[str(tuning)] = (states_dir, real.server.tuning.prompt_states_mib)
+
+    monkeypatch.setattr(local, "PythonServer", Recorder)
+    monkeypatch.delenv(PROMPT_STATES_ENV, raising=False)
+
+    def measure(config: Config, n: int, variants: Any, *, make_server: Any, **_: Any) -> dict[str, Any]:
+        make_server(config, n)
+        return {"config": config.name, "threads": n, "rows": {}, "seconds": 0.0, "load_before": "", "load_after": ""}
+
+    monkeypatch.setattr(local, "measure", measure)
+    monkeypatch.setattr(local, "capture_calls", lambda *a, **k: ())
+    assert run(["--only", "after,after-restart-states", "--threads", "2", "--repeats", "1",
+                "--results-dir", str(tmp_path)], counter=FakeCounter()) == 0
+    (after_dir, after_mib), (states_dir, states_mib) = seen["{}"], seen["{'prompt_states_mib': 512}"]
+    assert after_dir is None and after_mib == 0  # a server of the other configurations keeps nothing on disk
+    assert states_dir is not None and states_dir.is_dir() and states_mib == 512
