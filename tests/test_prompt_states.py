@@ -135,3 +135,21 @@ def test_the_server_is_told_its_folder_unless_it_keeps_no_states(tmp_path: Path,
     assert LocalModelServer(model, port=1, tuning=ServerTuning.stock()).states_env() == {}
     monkeypatch.setenv(PROMPT_STATES_ENV, str(tmp_path / "mine"))
     assert PROMPT_STATES_ENV not in LocalModelServer(model, port=1).states_env()  # the user's folder stays
+
+
+def test_a_folder_the_server_cannot_make_leaves_the_ram_cache_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp", reason="needs the `local` extra (llama-cpp-python)")
+    from soothe_planner.local.launcher import prompt_states_on_disk
+
+    blocker = tmp_path / "a file"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(llama_cpp, "LlamaRAMCache", llama_cpp.LlamaRAMCache)  # undone after the test
+    monkeypatch.setenv(PROMPT_STATES_ENV, str(blocker / "states"))
+    prompt_states_on_disk()
+    cache = llama_cpp.LlamaRAMCache(capacity_bytes=1 << 20)
+    assert type(cache).__name__ == "LlamaRAMCache" and "prompt states stay in RAM" in capsys.readouterr().err
+    monkeypatch.setenv(PROMPT_STATES_ENV, str(tmp_path / "states"))
+    prompt_states_on_disk()
+    assert isinstance(llama_cpp.LlamaRAMCache(capacity_bytes=1 << 20), PromptStates)

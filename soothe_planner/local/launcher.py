@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -122,8 +123,14 @@ def prompt_states_on_disk() -> None:
         return LlamaState(input_ids=input_ids, scores=np.zeros((0, 1), dtype=np.single), n_tokens=n_tokens,
                           llama_state=llama_state, llama_state_size=len(llama_state), seed=seed)
 
-    def cache(capacity_bytes: int = 2 << 30) -> PromptStates:
-        return PromptStates(Path(folder), disk, ram_bytes=capacity_bytes, make_state=make_state)
+    stock = llama_cpp.LlamaRAMCache
+
+    def cache(capacity_bytes: int = 2 << 30) -> Any:
+        try:
+            return PromptStates(Path(folder), disk, ram_bytes=capacity_bytes, make_state=make_state)
+        except OSError as exc:  # a folder it cannot make or read: the RAM cache alone, as before
+            print(f"prompt states stay in RAM: {folder}: {exc}", file=sys.stderr)
+            return stock(capacity_bytes=capacity_bytes)
 
     llama_cpp.LlamaRAMCache = cache  # type: ignore[misc,assignment]  # what the server builds for --cache_type ram
 
