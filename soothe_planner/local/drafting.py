@@ -6,8 +6,11 @@ and patterns, every JSON step repeats the keys of the one before. Decoding a few
 batch costs little more than decoding one (the weights are read once per batch), so when the text
 about to be written already appears in the prompt, the server can check several of those tokens
 in one decode and keep every one the model itself would have chosen (*prompt lookup decoding*).
-The output is the same token for token: each kept token is the model's own choice from its own
-logits; a guess only decides which tokens are decoded together.
+Each kept token is the model's own choice from its own logits; a guess only decides which tokens
+are decoded together. That is not a promise of the same text token for token: a pass of several
+tokens adds up in another order than a pass of one, so a near-tie can tip another way (once in
+a by-hand check, never in the benchmark's replies) — the kind of difference a prompt cache's
+other batch split makes too.
 
 ``LookupDrafter`` makes the guesses. llama-cpp-python ships one too, but it takes the *first*
 place where the last one or two tokens occurred, so after a common pair (``": "``) it guesses from

@@ -9,8 +9,10 @@ saves also written to a folder, and the folder's states found again by the next 
 first call of each kind restores the previous run's state and reads only what differs (its goal,
 its workspace).
 
-- **Same answers.** A restored state is the KV cache of the same tokens through the same model;
-  the library re-reads at least the last token before choosing one, as it does for the RAM cache.
+- **A warm server's answers.** A restored state is the KV cache of the same tokens through the
+  same model, and the library re-reads at least the last token before choosing one, as for the
+  RAM cache; a cold read splits the prompt into other batches, so a near-tie can tip either way,
+  as between a warm server and a cold one.
 - **One folder per model file, library version and context size** (``folder_for``): a state is
   only ever loaded by a server that could have made it.
 - **No pickles.** A state is an ``.npz`` of plain arrays (tokens, the KV bytes, two integers),
