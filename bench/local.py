@@ -238,10 +238,10 @@ def sweep_configs() -> list[Config]:
     ``stock`` → ``logits_all off`` changes only ``logits_all``; → ``tuned without cache`` also the sampler
     order (``grammar_last``); the batch and context rows change one setting of ``tuned without cache``;
     then the calls in the loop's order, with only the previous request's KV kept, then with the RAM
-    prompt cache as well (the shipped server), then that server guessing tokens from the prompt
-    (``ServerTuning.draft_tokens``).
+    prompt cache as well, then that server guessing up to 2 or 4 tokens from the prompt
+    (``ServerTuning.draft_tokens``; 4 is the shipped server). Every row but the last two guesses none.
     """
-    base: dict[str, Any] = {"prompt_cache_mib": 0}
+    base: dict[str, Any] = {"prompt_cache_mib": 0, "draft_tokens": 0}
 
     def cfg(name: str, tuning: dict[str, Any], reuse: bool = False) -> Config:
         return Config(name, "python", "compact", "function_calling", reuse=reuse, tuning=tuning)
@@ -254,7 +254,7 @@ def sweep_configs() -> list[Config]:
         out.append(cfg(f"n_batch {nb} / n_ubatch {nu}", {**base, "n_batch": nb, "n_ubatch": nu}))
     out.append(cfg("n_ctx 8192", {**base, "n_ctx": 8192}))
     out.append(cfg("KV reuse only (loop order)", base, reuse=True))
-    out.append(cfg("RAM cache (loop order)", {}, reuse=True))
+    out.append(cfg("RAM cache (loop order)", {"draft_tokens": 0}, reuse=True))
     for n in (2, 4):
         out.append(cfg(f"RAM cache and {n} guessed tokens (loop order)", {"draft_tokens": n}, reuse=True))
     return out

@@ -21,6 +21,7 @@ import pytest
 from bench.local import FLUSH, Config, Sample, held, measure, resolve_model, run, summarise, verdict
 from bench.local_calls import CALL_KINDS, Call, capture_calls, kind_of, reply
 from bench.local_servers import Streamed, stream
+from soothe_planner.local.tuning import ServerTuning
 
 MODEL = "local:1.5b"
 
@@ -340,19 +341,23 @@ def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_htt
         return FakeServer(fake_http)
 
     code = run(["--model", MODEL, "--sweep", "--repeats", "1", "--threads", "1", "--only",
-                "stock,logits_all off,tuned without cache,n_batch 1024 / n_ubatch 1024,RAM cache (loop order)",
+                "stock,logits_all off,tuned without cache,n_batch 1024 / n_ubatch 1024,RAM cache (loop order),"
+                "RAM cache and 4 guessed tokens (loop order)",
                 "--results-dir", str(tmp_path)], make_server=server, counter=FakeCounter())
     assert code == 0
     data = json.loads((tmp_path / "local_sweep.json").read_text())
     # the three kinds with targets, in the loop's order (a reuse configuration sees them interleave)
     assert data["kinds"] == ["generate", "step", "assess"]
     assert [name for name, _ in seen] == ["stock", "logits_all off", "tuned without cache",
-                                          "n_batch 1024 / n_ubatch 1024", "RAM cache (loop order)"]
+                                          "n_batch 1024 / n_ubatch 1024", "RAM cache (loop order)",
+                                          "RAM cache and 4 guessed tokens (loop order)"]
     tunings = dict(seen)
     # each row differs from the one it is read against by the one setting it names
     assert tunings["logits_all off"] == {**tunings["stock"], "logits_all": False}
     assert tunings["n_batch 1024 / n_ubatch 1024"] == {**tunings["tuned without cache"], "n_batch": 1024, "n_ubatch": 1024}
-    assert tunings["RAM cache (loop order)"] == {}  # the shipped server
+    assert tunings["RAM cache (loop order)"] == {"draft_tokens": 0}  # the shipped server guessing nothing
+    assert tunings["RAM cache and 4 guessed tokens (loop order)"] == {"draft_tokens": 4}  # the shipped server
+    assert ServerTuning().with_(**tunings["RAM cache and 4 guessed tokens (loop order)"]) == ServerTuning()
     # every configuration replays the compact (shipped) prompts: no plan_action field in the plan schema
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
     assert generates and not any("plan_action" in g["tools"][0]["function"]["parameters"]["properties"]
