@@ -157,7 +157,18 @@ def test_the_prompt_cache_keeps_kv_states_without_the_logits_buffer(monkeypatch:
     llama_cls.load_state(model, state)  # the stock code would fail to broadcast an empty buffer
     assert seen["loaded"] and model.scores.shape == (8, 5)
     assert model.input_ids.shape == (8,)  # the state held 4 token slots (as one read from disk): padded to n_ctx
-    model._logits_all = True  # logprobs need every row: the library's behaviour is kept
+
+    def refused(self: object, state: object) -> None:
+        self.input_ids = state.input_ids.copy()  # type: ignore[attr-defined]  # the library sets these first
+        self.n_tokens = 3  # type: ignore[attr-defined]
+        raise RuntimeError("Failed to set llama state data")  # llama.cpp refused it (another model's, say)
+
+    monkeypatch.setattr(llama_cls, "load_state", refused)
+    lean_prompt_cache()
+    model._is_recurrent = model._is_hybrid = False
+    llama_cls.load_state(model, state)  # no error: the prompt will be read in full
+    assert model.n_tokens == 0 and model.input_ids.shape == (8,) and model.scores.shape == (8, 5)
+    model._logits_all, model.n_tokens = True, 3  # logprobs need every row: the library's behaviour is kept
     assert len(llama_cls.save_state(model).scores) == 3
 
 

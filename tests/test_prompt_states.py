@@ -134,7 +134,8 @@ def test_the_server_is_told_its_folder_unless_it_keeps_no_states(tmp_path: Path,
     assert LocalModelServer(model, port=1, tuning=ServerTuning(prompt_cache_mib=0)).states_env() == {}
     assert LocalModelServer(model, port=1, tuning=ServerTuning.stock()).states_env() == {}
     monkeypatch.setenv(PROMPT_STATES_ENV, str(tmp_path / "mine"))
-    assert PROMPT_STATES_ENV not in LocalModelServer(model, port=1).states_env()  # the user's folder stays
+    mine = Path(LocalModelServer(model, port=1).states_env()[PROMPT_STATES_ENV])
+    assert mine.parent == tmp_path / "mine"  # the user's folder, and in it one of this model's own
 
 
 def test_a_folder_the_server_cannot_make_leaves_the_ram_cache_alone(

@@ -378,13 +378,13 @@ class LocalModelServer:
         """Where the server keeps its prompt states for the next one (``prompt_states.py``); empty when it keeps none.
 
         One folder per model file, llama-cpp-python version and context size, under the model cache
-        folder; a folder the user named in ``SOOTHE_LLAMA_PROMPT_STATES`` wins.
+        folder, or under the folder ``SOOTHE_LLAMA_PROMPT_STATES`` names (never a state of another
+        model, whatever the user points at).
         """
         t = self.tuning
         if not (t.prompt_cache_mib and t.prompt_states_mib) or self.model_path is None:
             return {}
-        if os.environ.get(PROMPT_STATES_ENV):
-            return {PROMPT_STATES_MIB_ENV: str(t.prompt_states_mib)}
+        root = Path(os.environ.get(PROMPT_STATES_ENV) or model_cache_dir() / "prompt-states")
         try:
             from importlib.metadata import version
 
@@ -392,7 +392,7 @@ class LocalModelServer:
         except Exception:  # any failure: a folder of its own
             library = "unknown"
         try:
-            folder = folder_for(model_cache_dir() / "prompt-states", str(self.model_path), t.n_ctx, library)
+            folder = folder_for(root, str(self.model_path), t.n_ctx, library)
         except OSError:  # no model file to name the folder by: the server will say what is wrong
             return {}
         return {PROMPT_STATES_ENV: str(folder), PROMPT_STATES_MIB_ENV: str(t.prompt_states_mib)}

@@ -97,13 +97,12 @@ def lean_prompt_cache() -> None:
             stock_load(self, state)
         except RuntimeError:  # llama.cpp refused the state: start from nothing, the prompt is read in full
             self.reset()
-            return
         finally:
             self.scores = scores
-        if len(self.input_ids) < self._n_ctx:  # a state read from disk keeps only its own tokens
-            ids = np.zeros(self._n_ctx, dtype=np.intc)
-            ids[: len(self.input_ids)] = self.input_ids
-            self.input_ids = ids
+            if len(self.input_ids) < self._n_ctx:  # a state read from disk keeps only its own tokens
+                ids = np.zeros(self._n_ctx, dtype=np.intc)
+                ids[: len(self.input_ids)] = self.input_ids
+                self.input_ids = ids
 
     Llama.save_state = save_state  # type: ignore[method-assign]
     Llama.load_state = load_state  # type: ignore[method-assign]
