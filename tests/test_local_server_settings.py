@@ -291,3 +291,18 @@ def test_a_grammar_llama_cpp_refuses_is_left_to_the_library(monkeypatch: pytest.
     monkeypatch.setattr(llama_cpp, "llama_sampler_init_grammar", lambda *a: None)
     chain = Llama._init_sampler(model, grammar=grammar, temp=0.0)
     assert chain.grammar is grammar and built[-2].closed  # type: ignore[attr-defined]
+
+
+def test_the_guessed_tokens_come_from_the_environment_for_a_default_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    from soothe_planner.errors import ConfigError
+    from soothe_planner.local.tuning import ServerTuning
+
+    monkeypatch.delenv("SOOTHE_LLM_DRAFT_TOKENS", raising=False)
+    argv = LocalModelServer(Path("m.gguf"), port=1).argv()
+    assert argv[argv.index("--draft_model_num_pred_tokens") + 1] == str(ServerTuning().draft_tokens)
+    monkeypatch.setenv("SOOTHE_LLM_DRAFT_TOKENS", "0")
+    assert "--draft_model" not in LocalModelServer(Path("m.gguf"), port=1).argv()  # a host where guessing costs
+    assert "--draft_model" in LocalModelServer(Path("m.gguf"), port=1, tuning=ServerTuning()).argv()  # given: kept
+    monkeypatch.setenv("SOOTHE_LLM_DRAFT_TOKENS", "two")
+    with pytest.raises(ConfigError, match=r"SOOTHE_LLM_DRAFT_TOKENS='two': give a whole number of tokens >= 0"):
+        LocalModelServer(Path("m.gguf"), port=1)

@@ -144,6 +144,8 @@ def embedded_model(name: str = "") -> EmbeddedModel:
 LOCAL_URL_ENV = "SOOTHE_LOCAL_LLM_URL"
 CACHE_ENV = "SOOTHE_CACHE_DIR"
 THREADS_ENV = "SOOTHE_LLM_THREADS"
+DRAFT_TOKENS_ENV = "SOOTHE_LLM_DRAFT_TOKENS"
+"""How many tokens the server guesses per pass (``ServerTuning.draft_tokens``), for a server started with default settings."""
 _CPU_SYSFS = Path("/sys/devices/system/cpu")
 _CGROUP_ROOT = Path("/sys/fs/cgroup")
 PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
@@ -344,6 +346,11 @@ class LocalModelServer:
         self.host = "127.0.0.1"
         self.port = port
         self.tuning = tuning or ServerTuning()
+        guesses = os.environ.get(DRAFT_TOKENS_ENV, "").strip()
+        if tuning is None and guesses:
+            if not guesses.isdigit():
+                raise ConfigError(f"{DRAFT_TOKENS_ENV}={guesses!r}: give a whole number of tokens >= 0 (0 guesses none)")
+            self.tuning = self.tuning.with_(draft_tokens=int(guesses))
         if n_ctx is not None:
             self.tuning = self.tuning.with_(n_ctx=n_ctx)
         self.n_threads = n_threads or default_threads()

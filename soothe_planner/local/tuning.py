@@ -58,7 +58,9 @@ class ServerTuning:
     prompt_states_mib: int = 512
     """Disk kept for the prompt cache's states, for the next server to restore (``prompt_states.py``); 0 keeps them in RAM only."""
     draft_tokens: int = 4
-    """At most this many tokens guessed from the prompt and checked in one decode (``drafting.py``); 0 guesses none."""
+    """At most this many tokens guessed from the prompt and checked in one decode (``drafting.py``); 0 guesses none.
+
+    A server started with default settings takes ``SOOTHE_LLM_DRAFT_TOKENS`` instead, when set."""
 
     def __post_init__(self) -> None:
         for name in ("n_ctx", "n_batch", "n_ubatch"):
