@@ -10,6 +10,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import BaseModel
 
 from soothe_planner.dag.plan_manager import PlanManager
+from soothe_planner.local.prompt_states import common_prefix
 from soothe_planner.models import (
     AgentDecision,
     Capability,
@@ -332,15 +333,6 @@ def test_compact_profile_starts_with_the_compact_briefing_and_its_own_human_turn
         template("answer_system").template)
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def test_what_a_run_keeps_comes_before_what_each_iteration_changes() -> None:
     """A server reuses the longest common prefix of two prompts: the run's constants come first."""
     state, ctx = _ten_step_state()
@@ -348,12 +340,12 @@ def test_what_a_run_keeps_comes_before_what_each_iteration_changes() -> None:
     settings = PlannerSettings()
     a = phases.generate_prompt("write the report", state, ctx, None, None, settings, max_steps=5).human
     b = phases.generate_prompt("write the report", later, ctx, None, None, settings, max_steps=5).human
-    shared = a[: _common_prefix(a, b)]
+    shared = a[: common_prefix(a, b)]
     assert "- search(...) [read-only]: web search" in shared and "write the report" in shared
     assert "Iteration 4" not in shared and "Iteration 5" not in shared
     x = phases.assess_prompt("write the report", state, None, settings).human
     y = phases.assess_prompt("write the report", later, None, settings).human
-    assert "write the report" in x[: _common_prefix(x, y)]
+    assert "write the report" in x[: common_prefix(x, y)]
 
 
 # --------------------------------------------------------------------------- one rendering of a plan

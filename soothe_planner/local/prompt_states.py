@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PROMPT_STATES_ENV", "PROMPT_STATES_MIB_ENV", "PromptStates", "folder_for"]
+__all__ = ["PROMPT_STATES_ENV", "PROMPT_STATES_MIB_ENV", "PromptStates", "common_prefix", "folder_for"]
 
 PROMPT_STATES_ENV = "SOOTHE_LLAMA_PROMPT_STATES"
 """The launcher's cue: the folder of this server's states (``folder_for``)."""
@@ -53,7 +53,8 @@ def folder_for(root: Path, model_path: str, n_ctx: int, library_version: str) ->
     return root / f"{model.stem}-{hashlib.sha256(ident.encode()).hexdigest()[:16]}"
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """How many leading items ``a`` and ``b`` share: what a server can reuse of one prompt for the other."""
     n = 0
     for x, y in zip(a, b, strict=False):
         if x != y:
@@ -103,13 +104,13 @@ class PromptStates:
     def _longest(self, key: tuple[int, ...]) -> tuple[tuple[int, ...] | None, bool]:
         best, best_len, on_disk = None, 0, False
         for k in self._ram:
-            n = _common_prefix(k, key)
+            n = common_prefix(k, key)
             if n > best_len:
                 best, best_len, on_disk = k, n, False
         with self._lock:
             on_file = list(self._files)
         for k in on_file:
-            n = _common_prefix(k, key)
+            n = common_prefix(k, key)
             if n > best_len:
                 best, best_len, on_disk = k, n, True
         return best, on_disk
