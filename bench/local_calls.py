@@ -25,16 +25,15 @@ prompt: a server can reuse exactly that prefix and no more.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from bench._common import scoped_environ
 
 __all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "is_calls_plan_request", "report_named", "text_of",
            "write_workspace"]
@@ -175,23 +174,6 @@ def reply(body: dict[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the recorded run
 
 
-@contextlib.contextmanager
-def _env(**values: str | None) -> Iterator[None]:
-    def put(settings: Mapping[str, str | None]) -> None:
-        for k, v in settings.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-    saved = {k: os.environ.get(k) for k in values}
-    try:
-        put(values)
-        yield
-    finally:
-        put(saved)
-
-
 def _recording_model(config: Any, seen: list[dict[str, Any]]) -> Any:
     """The run's own model for ``config`` (built as a run builds it), its HTTP sent to the recorder."""
     import httpx
@@ -205,7 +187,7 @@ def _recording_model(config: Any, seen: list[dict[str, Any]]) -> Any:
         return httpx.Response(200, json=reply(body))
 
     # The URL pointer makes the pool build the embedded model's client without starting a server.
-    with _env(**{LOCAL_URL_ENV: _NOWHERE, SCRIPTED_MODEL_ENV: None}):
+    with scoped_environ(**{LOCAL_URL_ENV: _NOWHERE, SCRIPTED_MODEL_ENV: None}):
         built = ModelPool(config).get()
     clients = {"client", "async_client", "root_client", "root_async_client", "http_client", "http_async_client"}
     fields = {name: getattr(built, name) for name in built.model_fields_set if name not in clients}

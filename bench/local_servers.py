@@ -32,6 +32,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from bench._common import scoped_environ
+
 __all__ = ["LlamaServer", "PythonServer", "Server", "Streamed", "TokenCounter", "stream"]
 
 
@@ -141,17 +143,11 @@ class PythonServer:
     def __enter__(self) -> PythonServer:
         from soothe_planner.local.prompt_states import PROMPT_STATES_ENV
 
-        before = os.environ.get(PROMPT_STATES_ENV)
-        if self.states_dir is not None:
-            os.environ[PROMPT_STATES_ENV] = str(self.states_dir)
-        try:
+        if self.states_dir is None:
             self.server.start()
-        finally:
-            if self.states_dir is not None:
-                if before is None:
-                    os.environ.pop(PROMPT_STATES_ENV, None)
-                else:
-                    os.environ[PROMPT_STATES_ENV] = before
+        else:
+            with scoped_environ(**{PROMPT_STATES_ENV: str(self.states_dir)}):
+                self.server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
