@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from soothe_planner.errors import ConfigError
-from soothe_planner.local import embedded as local_llm
+from soothe_planner.local import threads
 from soothe_planner.local.embedded import MODEL_SHA256, LocalModelServer
 
 # --------------------------------------------------------------------------- threads and buffers
@@ -37,36 +37,36 @@ def _topology(root: Path, siblings: dict[int, str]) -> Path:
 
 def test_physical_cores_counts_hyper_threads_of_one_core_once(tmp_path: Path) -> None:
     ht = _topology(tmp_path / "ht", {0: "0,2", 1: "1,3", 2: "0,2", 3: "1,3"})
-    assert local_llm.physical_cores(range(4), ht) == 2
-    assert local_llm.physical_cores({0, 2}, ht) == 1  # the process may run on one core's two threads only
+    assert threads.physical_cores(range(4), ht) == 2
+    assert threads.physical_cores({0, 2}, ht) == 1  # the process may run on one core's two threads only
     plain = _topology(tmp_path / "plain", {0: "0", 1: "1"})
-    assert local_llm.physical_cores(range(2), plain) == 2
-    assert local_llm.physical_cores(range(3), plain) is None  # cpu2 has no topology: unknown, not a guess
+    assert threads.physical_cores(range(2), plain) == 2
+    assert threads.physical_cores(range(3), plain) is None  # cpu2 has no topology: unknown, not a guess
 
 
 def test_cpu_quota_reads_cgroup_v2_cpu_max(tmp_path: Path) -> None:
     (tmp_path / "cpu.max").write_text("150000 100000\n")
-    assert local_llm.cpu_quota(tmp_path) == 2
+    assert threads.cpu_quota(tmp_path) == 2
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert local_llm.cpu_quota(tmp_path) is None
-    assert local_llm.cpu_quota(tmp_path / "absent") is None
+    assert threads.cpu_quota(tmp_path) is None
+    assert threads.cpu_quota(tmp_path / "absent") is None
 
 
 def test_thread_count_defaults_to_the_physical_cores_within_the_quota_and_honours_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("SOOTHE_LLM_THREADS", raising=False)
-    monkeypatch.setattr(local_llm, "physical_cores", lambda: 2)
-    monkeypatch.setattr(local_llm, "cpu_quota", lambda: None)
-    assert local_llm.default_threads() == 2  # an idle 2-core machine: both cores (two threads beat one)
-    monkeypatch.setattr(local_llm, "cpu_quota", lambda: 1)
-    assert local_llm.default_threads() == 1  # a container allowed one CPU
-    monkeypatch.setattr(local_llm, "physical_cores", lambda: None)
-    monkeypatch.setattr(local_llm, "cpu_quota", lambda: None)
-    monkeypatch.setattr(local_llm.os, "cpu_count", lambda: 8)
-    assert local_llm.default_threads() == 4  # topology unknown: half the logical CPUs
+    monkeypatch.setattr(threads, "physical_cores", lambda: 2)
+    monkeypatch.setattr(threads, "cpu_quota", lambda: None)
+    assert threads.default_threads() == 2  # an idle 2-core machine: both cores (two threads beat one)
+    monkeypatch.setattr(threads, "cpu_quota", lambda: 1)
+    assert threads.default_threads() == 1  # a container allowed one CPU
+    monkeypatch.setattr(threads, "physical_cores", lambda: None)
+    monkeypatch.setattr(threads, "cpu_quota", lambda: None)
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: 8)
+    assert threads.default_threads() == 4  # topology unknown: half the logical CPUs
     monkeypatch.setenv("SOOTHE_LLM_THREADS", "3")
-    assert local_llm.default_threads() == 3
+    assert threads.default_threads() == 3
     argv = LocalModelServer(Path("m.gguf"), port=1).argv()
     assert argv[argv.index("--n_threads") + 1] == "3" and argv[argv.index("--n_threads_batch") + 1] == "3"
 
