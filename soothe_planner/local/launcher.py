@@ -144,6 +144,7 @@ def lean_drafting() -> None:
     class Drafter(speculative.LlamaDraftModel):
         def __init__(self, num_pred_tokens: int = 8, **_: Any) -> None:
             self.drafter = LookupDrafter(max_tokens=num_pred_tokens)
+            self.max_tokens = num_pred_tokens
 
         def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
             return self.drafter(input_ids)
@@ -158,7 +159,7 @@ def lean_drafting() -> None:
 
     def eval(self: Any, tokens: Any) -> None:
         draft = self.draft_model
-        if draft is None or self._logits_all or not 1 < len(tokens) <= 1 + getattr(draft, "drafter", draft).max_tokens:
+        if draft is None or self._logits_all or not 1 < len(tokens) <= 1 + draft.max_tokens:
             stock_eval(self, tokens)
             return
         # a chosen token and its guesses: every row's logits, kept in the context only
