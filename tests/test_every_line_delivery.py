@@ -7,6 +7,7 @@ the run done; a report that holds them all does.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from soothe_planner.graph import build_strange_loop, goal_input, run_config
 from soothe_planner.models import AgentDecision, StatusAssessment, StepAction, StepResult
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.planner.grounding import guard_assessment, unrelayed_lines
+from soothe_planner.planner.prompts.phases import guard_reasons
 from soothe_planner.testing import ScriptedChatModel
 
 EVERY = "Find every line containing TODO in the workspace and write those lines to TODO_REPORT.md"
@@ -142,3 +144,73 @@ def test_a_search_for_the_goals_word_counts_even_when_the_write_was_fed_somethin
     # a search for a word the goal does not name, beside the delivery, is not the goal's search
     other = [a.model_copy(update={"args": {"pattern": "FIXME", "path": "."}}) if a.id == "s1" else a for a in acts]
     assert unrelayed_lines(EVERY, AgentDecision(steps=other), other, results, writers={"write_file"}) is None
+
+
+def test_a_dropped_delivery_names_the_write_that_keeps_every_line_in_the_plans_syntax() -> None:
+    """Regression (README's goal, 1.5B, plans in calls): told only that s1's output held every line,
+    the model re-planned the lossy answer step or wrote a listing; shown the write, it wrote s1."""
+    dropped = unrelayed_lines(EVERY, *_relay("src/notes.py: TODO: reject empty notes"), writers={"write_file"})
+    assert dropped is not None and (dropped.holders, dropped.path) == (("s1",), "TODO_REPORT.md")
+    assert dropped.remedy(calls=True) == 'write_file(path="TODO_REPORT.md", content=s1)'
+    assert json.loads(dropped.remedy(calls=False)) == {
+        "tool": "write_file", "args": {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}}
+    assert "s1's output itself holds them" in dropped.why()
+    # an answer that dropped lines is no write: nothing to name
+    decision, acts, results = _relay("reject empty notes")
+    answer_only = unrelayed_lines(EVERY, AgentDecision(steps=decision.steps[:2]), acts[:2], results[:2])
+    assert answer_only is not None and answer_only.remedy(calls=True) == ""
+
+
+def test_a_search_run_again_is_counted_once_and_two_searches_are_both_named() -> None:
+    acts = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO", "path": "."}),
+            StepAction(id="s1.2", description="search", tool="search_text", args={"pattern": "TODO", "path": "."}),
+            StepAction(id="s4", description="search", tool="search_text", args={"pattern": "FIXME", "path": "."}),
+            StepAction(id="s5", description="write", tool="write_file", depends_on=["s1.2", "s4"],
+                       args={"path": "R.md", "content": "nothing"})]
+    results = [StepResult(step_id="s1", success=True, output=FOUND),
+               StepResult(step_id="s1.2", success=True, output=FOUND),
+               StepResult(step_id="s4", success=True, output="a.py:1: # FIXME: the date"),
+               StepResult(step_id="s5", success=True, output="wrote 7 bytes to R.md")]
+    goal = "Write every line containing TODO or FIXME to R.md"
+    dropped = unrelayed_lines(goal, AgentDecision(steps=acts[1:]), acts, results, writers={"write_file"})
+    assert dropped is not None and (dropped.found, len(dropped.missing)) == (4, 4)  # 3 TODO lines once, 1 FIXME
+    assert dropped.holders == ("s1.2", "s4")
+    assert dropped.remedy(calls=True) == 'write_file(path="R.md", content=f"{s1.2}\\n{s4}")'
+    assert json.loads(dropped.remedy(calls=False))["args"]["content"] == "{{s1.2.output}}\n{{s4.output}}"
+
+
+@pytest.mark.parametrize(("summary", "reasons"), [
+    ("[guard: the answer in s2 states '2001', found in no tool output] ", ["the answer in s2 states '2001', found in no tool output"]),
+    ("[guard: left out: '- [ ] TODO publish'; s1 holds them] the model's words", ["left out: '- [ ] TODO publish'; s1 holds them"]),
+    ("[guard: a] [guard: b]", ["a", "b"]),
+    ("nothing to assess yet (no evidence and no plan)", []),  # the loop's own note is no check's reason
+    ("[guard: an unclosed [ note", []),
+])
+def test_the_checks_reasons_are_read_back_from_an_assessment(summary: str, reasons: list[str]) -> None:
+    a = StatusAssessment(status="replan", goal_progress=0.5, confidence=0.5, summary=summary)
+    assert guard_reasons(a) == reasons
+    assert guard_reasons(a.model_copy(update={"status": "done"})) == []
+
+
+async def test_a_replan_after_lines_were_dropped_is_told_why_and_shown_the_write(tmp_path: Path) -> None:
+    """Through the loop with a compact planner: the re-plan's prompt carries the check's reason and
+    the write that keeps every line; the first plan's prompt carries neither."""
+    (tmp_path / "notes.py").write_text("x = 1  # TODO: reject empty notes\n# TODO: case-insensitive search\n")
+    ctx, executor = tool_context(tmp_path)
+    plan = {"steps": [typed_step("s1", "search_text", {"pattern": "TODO", "path": "."}),
+                      typed_step("s2", "answer", {"task": "give the TODO lines"}, "s1"),
+                      typed_step("s3", "write_file", {"path": "TODO_REPORT.md", "content": "{{s2.output}}"}, "s2")]}
+    direct = {"steps": [typed_step("s4", "write_file", {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}, "s1")]}
+    # "continue" over the report missing a line: no check overrides it, and the re-plan is told all the same
+    model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"}, direct,
+                                         {"status": "done"}])
+    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
+                               intake=False, max_iterations=3)
+    out = await graph.ainvoke(goal_input(EVERY, thread_id="t1"), run_config("t1"))
+    assert out["status"] == "done" and model.remaining == 0
+    plans = [c.prompt_text for c in model.calls if "Write the plan" in c.prompt_text]
+    assert len(plans) == 2 and "Not done yet" not in plans[0]
+    assert "Not done yet: the goal asks for every line, and s3 delivered 1 of the 2 lines" in plans[1]
+    assert '"content": "{{s1.output}}"' in plans[1].split("Not done yet")[1]
+    assert (tmp_path / "TODO_REPORT.md").read_text().count("TODO") == 2

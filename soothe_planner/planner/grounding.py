@@ -43,17 +43,29 @@ a failure the user sees, a wrong answer called done is a false success they do n
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from soothe_planner.dag import BadReferenceError, ancestors, arg_strings, resolve_args
-from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
+from soothe_planner.dag import BadReferenceError, ancestors, arg_strings, latest_results, resolve_args
+from soothe_planner.models import (
+    AgentDecision,
+    Capability,
+    LoopState,
+    PlanStep,
+    StatusAssessment,
+    StepAction,
+    StepResult,
+)
 from soothe_planner.parsing import is_count_task
-from soothe_planner.planner.plan_rules import unwritten_files
+from soothe_planner.planner.plan_rules import unwritten_files, writing_tools
 from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH_TOOL_NAME
 
-__all__ = ["Dropped", "answer_facts", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
+if TYPE_CHECKING:
+    from soothe_planner.dag import PlanManager
+
+__all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
            "unrelayed_lines"]
 
 _FACT = re.compile(
@@ -258,14 +270,33 @@ class Dropped(NamedTuple):
 
     delivered_by: str  # the step whose text was checked
     search_ids: list[str]
-    found: int
+    found: int  # distinct lines the searches found (a search run again finds the same lines)
     missing: list[str]  # "path:line: text" of each line left out, in the search's order
+    holders: tuple[str, ...] = ()  # the searches that first found the lines left out
+    path: str | None = None  # the file the delivery wrote, when it was a write
 
     def why(self) -> str:
         kept = self.found - len(self.missing)
         shown = "; ".join(repr(m) for m in self.missing[:3]) + (" ..." if len(self.missing) > 3 else "")
+        holders = self.holders or self.search_ids
+        whole = " and ".join(f"{s}'s output" for s in holders)
         return (f"the goal asks for every line, and {self.delivered_by} delivered {kept} of the {self.found} "
-                f"lines {', '.join(self.search_ids)} found (left out: {shown})")
+                f"lines {', '.join(self.search_ids)} found (left out: {shown}); {whole} itself holds them")
+
+    def remedy(self, *, calls: bool) -> str:
+        """The step that writes every line as found, in the plan's syntax ("" for a delivery that wrote no file).
+
+        A 1.5B model told only that a search's output "holds every line" planned the same lossy
+        answer step again or wrote a listing; shown this step, it wrote the search's output.
+        """
+        holders = self.holders or self.search_ids
+        if self.path is None or not holders:
+            return ""
+        if calls:
+            content = holders[0] if len(holders) == 1 else 'f"' + "\\n".join("{" + h + "}" for h in holders) + '"'
+            return f"write_file(path={json.dumps(self.path)}, content={content})"
+        text = "\n".join("{{" + h + ".output}}" for h in holders)
+        return json.dumps({"tool": "write_file", "args": {"path": self.path, "content": text}})
 
 
 # "every line containing", "all TODO lines", "each of the lines that": a universal over lines
@@ -302,6 +333,16 @@ def _delivered(step: PlanStep | StepAction, completed: Mapping[str, StepResult])
     except BadReferenceError:
         return None
     return "\n".join(text for _where, text in arg_strings(args))
+
+
+def checked_steps(
+    state: LoopState, pm: PlanManager | None, capabilities: Sequence[Capability]
+) -> tuple[Sequence[PlanStep | StepAction], list[StepResult], set[str] | None]:
+    """What the checks read of a run: ``(its steps, their latest results, the tools that change
+    things)``; the tools are ``None`` when none are declared (then no check may rest on them)."""
+    results = pm.step_results() if pm is not None else latest_results(state.step_results)
+    nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
+    return nodes, list(results), writing_tools(capabilities) if capabilities else None
 
 
 def unrelayed_lines(
@@ -349,17 +390,22 @@ def unrelayed_lines(
         if text is None:
             continue
         haystack = _fold(text)
-        found, missing = 0, []
+        seen: set[str] = set()
+        missing: list[str] = []
+        holders: dict[str, None] = {}
         for search in searches:
             args = search.args or {}
             pattern = "" if args.get("regex") else str(args.get("pattern", ""))
             for line in outputs[search.id].splitlines():
                 m = _MATCH_LINE.match(line)
-                if not m:
+                if not m or _fold(line) in seen:
                     continue
-                found += 1
+                seen.add(_fold(line))
                 if _core(m.group("text"), pattern) not in haystack:
                     missing.append(line.strip())
+                    holders[search.id] = None
         if missing:
-            return Dropped(final.id, [s.id for s in searches], found, missing)
+            path = (final.args or {}).get("path") if writers is not None and final.tool in writers else None
+            return Dropped(final.id, [s.id for s in searches], len(seen), missing, tuple(holders),
+                           path if isinstance(path, str) else None)
     return None

@@ -68,8 +68,7 @@ from soothe_planner.planner.generation import (
     plan_schema,
     readers,
 )
-from soothe_planner.planner.grounding import guard_assessment
-from soothe_planner.planner.plan_rules import writing_tools
+from soothe_planner.planner.grounding import checked_steps, guard_assessment
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
@@ -277,10 +276,8 @@ class LLMPlanner(SyncPlannerMethods):
         if self.settings.prompt_profile == "compact":  # its schema asks for the status alone (AssessStatus)
             a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else _plan_progress(state, pm)})
         if self._grounding_required():
-            results = pm.step_results() if pm is not None else latest_results(state.step_results)
-            nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
+            nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
             finished = pm is not None and not pm.has_unfinished()
-            writers = writing_tools(context.available_capabilities) if context.available_capabilities else None
             a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished,
                                       writers=writers)
             if why:

@@ -34,6 +34,7 @@ from soothe_planner.models import (
     StepResult,
     StepStatus,
 )
+from soothe_planner.planner.grounding import checked_steps, unrelayed_lines
 from soothe_planner.planner.prompts import (
     Prompt,
     build,
@@ -227,7 +228,7 @@ def generate_prompt(
             "capabilities": render_capabilities(context.available_capabilities),
             "max_steps": str(max_steps),
             "instruction": instruction,
-            **(_compact_fields(state, context, pm, fresh) if compact else {}),
+            **(_compact_fields(state, context, pm, fresh, goal, assessment, calls=calls) if compact else {}),
         },
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
@@ -266,9 +267,23 @@ def files_overview(workspace: str | None) -> str:
 
 
 def _compact_fields(
-    state: LoopState, context: PlanContext, pm: PlanManager | None, fresh: Sequence[StepResult]
+    state: LoopState,
+    context: PlanContext,
+    pm: PlanManager | None,
+    fresh: Sequence[StepResult],
+    goal: str,
+    assessment: StatusAssessment | None,
+    *,
+    calls: bool,
 ) -> dict[str, str]:
-    """The compact human turn's own fields: the examples its tools allow, the files, the progress."""
+    """The compact human turn's own fields: the examples its tools allow, the files, the progress.
+
+    The compact assessment is a status alone, so the only reasons a re-plan can be told are the
+    checks' own (``grounding.guard_assessment``: a report missing lines, a fact no tool returned, a
+    file never written), and the delivery check's (``grounding.unrelayed_lines``) whatever the model
+    said; they go last, after the results they speak of, with the step that writes every line when
+    the delivery dropped some.
+    """
     progress = ""
     plan = _plan_text(state, pm, compact=False, shown_elsewhere={r.step_id for r in fresh})
     if plan != "(no plan yet)":
@@ -278,7 +293,51 @@ def _compact_fields(
         progress += f"Failed steps (plan them again differently, or another way):\n{failed}\n"
     if fresh:
         progress += f"Results:\n<evidence>\n{render_results(fresh, excerpt=GENERATE_EXCERPT)}\n</evidence>\n"
+    reasons = guard_reasons(assessment)
+    nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
+    # checked here too: a "continue" over a report missing lines is no check's override, yet it is why
+    dropped = unrelayed_lines(goal, state.current_decision, nodes, results, writers) if results else None
+    if dropped is not None and dropped.why() not in reasons:
+        reasons.append(dropped.why())
+    if reasons:
+        progress += f"Not done yet: {escape_data('; '.join(reasons))}\n"
+    remedy = dropped.remedy(calls=calls) if dropped is not None else ""
+    if remedy:
+        progress += f"To write every line as found, write the search's output itself:\n{escape_data(remedy)}\n"
     return {"files": files_overview(context.workspace), "progress": progress}
+
+
+
+_GUARD_NOTE = "[guard: "
+
+
+def guard_reasons(a: StatusAssessment | None) -> list[str]:
+    """Why the planner's checks turned ``a`` away from "done", from its summary's ``[guard: why]``
+    notes (none when no check did, or ``a`` says "done")."""
+    if a is None or a.status == "done":
+        return []
+    text = a.summary.strip()
+    reasons: list[str] = []
+    while text.startswith(_GUARD_NOTE):
+        end = _guard_end(text)
+        if end < 0:
+            break
+        reasons.append(text[len(_GUARD_NOTE):end].strip())
+        text = text[end + 1:].strip()
+    return reasons
+
+
+def _guard_end(text: str) -> int:
+    """The index of the ``]`` closing the note that opens ``text`` (brackets inside it balanced), or -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[str, str]:
