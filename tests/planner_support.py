@@ -7,7 +7,7 @@ from typing import Any
 
 from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
-from soothe_planner.graph import offered_context
+from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
 from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import ScriptedChatModel
@@ -66,3 +66,13 @@ def tool_context(ws: Path) -> tuple[PlanContext, StepExecutor]:
     """The built-in tools over ``ws``, offered to the planner as a run offers them, and their executor."""
     executor = StepExecutor(tools=list(make_builtin_tools(ws).values()))
     return offered_context(executor, PlanContext(thread_id="t1", workspace=str(ws))), executor
+
+
+async def run_compact(model: ScriptedChatModel, tools: StepExecutor, ctx: PlanContext, goal: str, *,
+                      thread_id: str = "t1", **loop: Any) -> dict[str, Any]:
+    """One run of the StrangeLoop with a compact planner on ``model``, whose steps run ``tools``'
+    tools with ``model`` as the agent model; no intake, no final-answer call unless ``loop`` asks."""
+    executor = StepExecutor(tools=list(tools.tools.values()), agent_model=model)
+    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx,
+                               **{"synthesize": False, "intake": False, **loop})
+    return await graph.ainvoke(goal_input(goal, thread_id=thread_id), run_config(thread_id))

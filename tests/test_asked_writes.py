@@ -10,10 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from planner_support import COMPACT, tool_context, typed_step
+from planner_support import run_compact, tool_context, typed_step
 
-from soothe_planner.execution import StepExecutor
-from soothe_planner.graph import build_strange_loop, goal_input, run_config
 from soothe_planner.models import (
     AgentDecision,
     Capability,
@@ -22,7 +20,6 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner import LLMPlanner
 from soothe_planner.planner.grounding import guard_assessment
 from soothe_planner.planner.plan_rules import files_to_write, never_writes_asked_file, unwritten_files
 from soothe_planner.testing import ScriptedChatModel
@@ -106,10 +103,7 @@ async def test_through_the_loop_the_plan_without_the_write_is_re_asked_and_the_f
                             typed_step("s3", "write_file", {"path": "FIXES.md", "content": "{{s2.output}}"}, "s2")]}
     model = ScriptedChatModel(responses=[no_write, with_write, "src/a.py:2: # FIXME: close the file",
                                          {"status": "done"}])
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=2)
-    final = await graph.ainvoke(goal_input(GOAL, thread_id="t1"), run_config("t1"))
+    final = await run_compact(model, executor, ctx, GOAL, thread_id="t1", max_iterations=2)
     assert final["status"] == "done" and model.remaining == 0
     assert "FIXME: close the file" in (tmp_path / "FIXES.md").read_text()
     reask = model.calls[1].messages[-1].content

@@ -11,12 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from planner_support import COMPACT, tool_context, typed_step
+from planner_support import run_compact, tool_context, typed_step
 
-from soothe_planner.execution import StepExecutor
-from soothe_planner.graph import build_strange_loop, goal_input, run_config
 from soothe_planner.models import AgentDecision, StatusAssessment, StepAction, StepResult
-from soothe_planner.planner import LLMPlanner
 from soothe_planner.planner.grounding import guard_assessment, unrelayed_lines
 from soothe_planner.planner.prompts.phases import guard_reasons
 from soothe_planner.testing import ScriptedChatModel
@@ -106,18 +103,12 @@ async def test_a_report_missing_lines_never_ends_an_every_line_run_done(tmp_path
                       typed_step("s3", "write_file", {"path": "TODO_REPORT.md", "content": "{{s2.output}}"}, "s2")]}
     done = {"status": "done"}
     model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", done] * 2)
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=2)
-    out = await graph.ainvoke(goal_input(EVERY, thread_id="t1"), run_config("t1"))
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t1", max_iterations=2)
     assert out["status"] == "failed" and "max_iterations" in (out.get("error") or "")
     # the same run whose answer passes every line on ends done
     whole = "notes.py: reject empty notes; case-insensitive search\nREADME.md: explain the tests"
     model = ScriptedChatModel(responses=[plan, whole, done])
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=2)
-    out = await graph.ainvoke(goal_input(EVERY, thread_id="t2"), run_config("t2"))
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t2", max_iterations=2)
     assert out["status"] == "done" and model.remaining == 0
     assert (tmp_path / "TODO_REPORT.md").read_text() == whole
 
@@ -204,10 +195,7 @@ async def test_a_replan_after_lines_were_dropped_is_told_why_and_shown_the_write
     # "continue" over the report missing a line: no check overrides it, and the re-plan is told all the same
     model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"}, direct,
                                          {"status": "done"}])
-    executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
-    graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=False,
-                               intake=False, max_iterations=3)
-    out = await graph.ainvoke(goal_input(EVERY, thread_id="t1"), run_config("t1"))
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t1", max_iterations=3)
     assert out["status"] == "done" and model.remaining == 0
     plans = [c.prompt_text for c in model.calls if "Write the plan" in c.prompt_text]
     assert len(plans) == 2 and "Not done yet" not in plans[0]
