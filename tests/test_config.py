@@ -255,7 +255,7 @@ def test_planner_and_executor_share_one_controller_and_one_model() -> None:
 def test_builtin_tools_resolve_over_the_workspace() -> None:
     config = load_config(ROOT / "config" / "default.yaml")
     tools = resolve_tools(config)
-    assert [t.name for t in tools] == ["list_dir", "read_file", "search_text", "write_file"]
+    assert [t.name for t in tools] == ["list_dir", "read_file", "search_text", "write_file", "count_files", "count_lines"]
     assert "README.md" in tools[0].invoke({})
 
 
