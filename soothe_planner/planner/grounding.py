@@ -65,8 +65,8 @@ from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
-__all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment", "ungrounded_facts",
-           "unrelayed_lines"]
+__all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment",
+           "ungrounded_facts", "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL

@@ -307,7 +307,6 @@ def _compact_fields(
     return {"files": files_overview(context.workspace), "progress": progress}
 
 
-
 _GUARD_NOTE = "[guard: "
 
 
