@@ -14,8 +14,7 @@ import pytest
 from planner_support import run_compact, tool_context, typed_step
 
 from soothe_planner.models import AgentDecision, StatusAssessment, StepAction, StepResult
-from soothe_planner.planner.grounding import guard_assessment, unrelayed_lines
-from soothe_planner.planner.prompts.phases import guard_reasons
+from soothe_planner.planner.grounding import guard_assessment, guard_reasons, unrelayed_lines
 from soothe_planner.testing import ScriptedChatModel
 
 EVERY = "Find every line containing TODO in the workspace and write those lines to TODO_REPORT.md"

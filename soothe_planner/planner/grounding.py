@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
 __all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment",
-           "ungrounded_facts", "unrelayed_lines"]
+           "guard_note", "guard_reasons", "ungrounded_facts", "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -127,16 +127,53 @@ def guard_assessment(
         else:
             return a, ""
         update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5),
-                  "summary": f"[guard: {why}] {a.summary}".strip()}
+                  "summary": guard_note(why, a.summary)}
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
     if a.status == "continue" and plan_finished and not dropped and not unwritten:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
                    "each from a tool output")
-            update = {"status": "done", "goal_progress": 1.0, "summary": f"[guard: {why}] {a.summary}".strip()}
+            update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
             return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
     return a, ""
+
+
+_GUARD_NOTE = "[guard: "
+
+
+def guard_note(why: str, summary: str) -> str:
+    """``summary`` with a check's reason for changing the assessment put in front (``guard_reasons`` reads it back)."""
+    return f"{_GUARD_NOTE}{why}] {summary}".strip()
+
+
+def guard_reasons(a: StatusAssessment | None) -> list[str]:
+    """Why the planner's checks turned ``a`` away from "done", from its summary's ``[guard: why]``
+    notes (``guard_note``; none when no check did, or ``a`` says "done")."""
+    if a is None or a.status == "done":
+        return []
+    text = a.summary.strip()
+    reasons: list[str] = []
+    while text.startswith(_GUARD_NOTE):
+        end = _guard_end(text)
+        if end < 0:
+            break
+        reasons.append(text[len(_GUARD_NOTE):end].strip())
+        text = text[end + 1:].strip()
+    return reasons
+
+
+def _guard_end(text: str) -> int:
+    """The index of the ``]`` closing the note that opens ``text`` (brackets inside it balanced), or -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
 
 
 def ungrounded_facts(

@@ -68,7 +68,7 @@ from soothe_planner.planner.generation import (
     plan_schema,
     readers,
 )
-from soothe_planner.planner.grounding import checked_steps, guard_assessment
+from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
@@ -286,7 +286,7 @@ class LLMPlanner(SyncPlannerMethods):
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
-            a = a.model_copy(update={"status": "continue", "summary": f"[guard: done at iteration 0 with no evidence] {a.summary}".strip()})
+            a = a.model_copy(update={"status": "continue", "summary": guard_note("done at iteration 0 with no evidence", a.summary)})
         return a
 
     async def _generate(

@@ -34,7 +34,7 @@ from soothe_planner.models import (
     StepResult,
     StepStatus,
 )
-from soothe_planner.planner.grounding import checked_steps, unrelayed_lines
+from soothe_planner.planner.grounding import checked_steps, guard_reasons, unrelayed_lines
 from soothe_planner.planner.prompts import (
     Prompt,
     build,
@@ -305,38 +305,6 @@ def _compact_fields(
     if remedy:
         progress += f"To write every line as found, write the search's output itself:\n{escape_data(remedy)}\n"
     return {"files": files_overview(context.workspace), "progress": progress}
-
-
-_GUARD_NOTE = "[guard: "
-
-
-def guard_reasons(a: StatusAssessment | None) -> list[str]:
-    """Why the planner's checks turned ``a`` away from "done", from its summary's ``[guard: why]``
-    notes (none when no check did, or ``a`` says "done")."""
-    if a is None or a.status == "done":
-        return []
-    text = a.summary.strip()
-    reasons: list[str] = []
-    while text.startswith(_GUARD_NOTE):
-        end = _guard_end(text)
-        if end < 0:
-            break
-        reasons.append(text[len(_GUARD_NOTE):end].strip())
-        text = text[end + 1:].strip()
-    return reasons
-
-
-def _guard_end(text: str) -> int:
-    """The index of the ``]`` closing the note that opens ``text`` (brackets inside it balanced), or -1."""
-    depth = 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
 
 
 def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[str, str]:
