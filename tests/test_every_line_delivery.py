@@ -14,7 +14,12 @@ import pytest
 from planner_support import run_compact, tool_context, typed_step
 
 from soothe_planner.models import AgentDecision, StatusAssessment, StepAction, StepResult
-from soothe_planner.planner.grounding import guard_assessment, guard_reasons, unrelayed_lines
+from soothe_planner.planner.grounding import (
+    guard_assessment,
+    guard_reasons,
+    relayed_every_line,
+    unrelayed_lines,
+)
 from soothe_planner.testing import ScriptedChatModel
 
 EVERY = "Find every line containing TODO in the workspace and write those lines to TODO_REPORT.md"
@@ -201,3 +206,68 @@ async def test_a_replan_after_lines_were_dropped_is_told_why_and_shown_the_write
     assert "Not done yet: the goal asks for every line, and s3 delivered 1 of the 2 lines" in plans[1]
     assert '"content": "{{s1.output}}"' in plans[1].split("Not done yet")[1]
     assert (tmp_path / "TODO_REPORT.md").read_text().count("TODO") == 2
+
+
+def _written(search: dict[str, object], *, path: str = "TODO_REPORT.md", output: str = FOUND
+             ) -> tuple[AgentDecision, list[StepAction], list[StepResult]]:
+    acts = [StepAction(id="s1", description="search", tool="search_text", args=search),
+            StepAction(id="s2", description="write", tool="write_file", depends_on=["s1"],
+                       args={"path": path, "content": "{{s1.output}}"})]
+    results = [StepResult(step_id="s1", success=True, output=output),
+               StepResult(step_id="s2", success=True, output=f"wrote 90 bytes to {path}")]
+    return AgentDecision(steps=acts), acts, results
+
+
+def test_a_write_of_every_line_its_search_found_is_vouched_for_only_where_the_check_saw_the_whole_goal() -> None:
+    """Regression (README's goal, 1.5B, plans in calls): a re-plan wrote s1's output, every line, and
+    the model said 'continue' over it (a near-tie: renaming the write s4 → s2 in its evidence gave 'done')."""
+    everywhere = {"pattern": "TODO", "path": "."}
+    assert relayed_every_line(EVERY, *_written(everywhere), writers={"write_file"}) == ("s2", 3)
+    cont = StatusAssessment(status="continue", goal_progress=0.5, confidence=0.5, summary="")
+    a, why = guard_assessment(EVERY, cont, *_written(everywhere), plan_finished=True, writers={"write_file"})
+    assert a.status == "done" and "s2 wrote every one of the 3 lines" in why and guard_reasons(a) == []
+    # not finished, or not knowing which tools write: no vouching
+    assert guard_assessment(EVERY, cont, *_written(everywhere), plan_finished=False, writers={"write_file"})[0] == cont
+    assert relayed_every_line(EVERY, *_written(everywhere), writers=None) is None
+    for search, kwargs in [
+        ({"pattern": "TODO", "path": "src"}, {}),  # a part of the workspace the goal does not name
+        ({"pattern": "TODO", "path": "."}, {"output": FOUND + "\n... (stopped at 50 matches)"}),  # cut at its limit
+        ({"pattern": "TODO|FIXME", "path": ".", "regex": True}, {}),  # a regular expression
+        ({"pattern": "FIXME", "path": "."}, {}),  # a word the goal does not name
+        ({"pattern": "TODO", "path": "."}, {"path": "NOTES.md"}),  # a file the goal does not name
+        ({"pattern": "TODO", "path": "."}, {"output": "no matches for 'TODO'"}),  # no line found
+    ]:
+        got = relayed_every_line(EVERY, *_written(search, **kwargs), writers={"write_file"})  # type: ignore[arg-type]
+        assert got is None, (search, kwargs)
+    # a folder the goal names counts as the whole of what it asks
+    goal = "Find every line containing TODO in src and write those lines to TODO_REPORT.md"
+    assert relayed_every_line(goal, *_written({"pattern": "TODO", "path": "src/"}), writers={"write_file"}) == ("s2", 3)
+    # a delivery missing lines is never vouched for
+    assert relayed_every_line(EVERY, *_relay("reject empty notes"), writers={"write_file"}) is None
+
+
+async def test_a_replan_the_model_keeps_failing_gets_the_write_the_check_prescribes(tmp_path: Path) -> None:
+    """Regression (README's goal, 1.5B, plans in calls): shown the write of s1's output, the model
+    wrote its lossy plan again on every re-ask and the run failed with every line in hand."""
+    (tmp_path / "notes.py").write_text("x = 1  # TODO: reject empty notes\n# TODO: case-insensitive search\n")
+    ctx, executor = tool_context(tmp_path)
+    plan = {"steps": [typed_step("s1", "search_text", {"pattern": "TODO", "path": "."}),
+                      typed_step("s2", "answer", {"task": "give the TODO lines"}, "s1"),
+                      typed_step("s3", "write_file", {"path": "TODO_REPORT.md", "content": "{{s2.output}}"}, "s2")]}
+    refused = {"steps": [typed_step("s9", "write_file", {"path": "OTHER.md", "content": "x"})]}  # a file not asked for
+    model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"},
+                                         refused, refused, refused, {"status": "continue"}])
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t1", max_iterations=3)
+    assert out["status"] == "done" and model.remaining == 0
+    report = (tmp_path / "TODO_REPORT.md").read_text()  # the search's own lines, as it found them
+    assert report.splitlines() == ["notes.py:1: x = 1  # TODO: reject empty notes", "notes.py:2: # TODO: case-insensitive search"]
+    assert not (tmp_path / "OTHER.md").exists()
+    # the last assessment saw the search the planned write copied, not the write alone
+    last = model.calls[-1].prompt_text
+    assert "- s1 search_text" in last and '- s4 write_file {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}' in last
+    # the same run whose re-plans the model gets right never needs it
+    direct = {"steps": [typed_step("s4", "write_file", {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}, "s1")]}
+    model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"}, direct,
+                                         {"status": "done"}])
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t2", max_iterations=3)
+    assert out["status"] == "done" and model.remaining == 0

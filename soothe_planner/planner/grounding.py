@@ -59,14 +59,19 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.parsing import is_count_task
-from soothe_planner.planner.plan_rules import unwritten_files, writing_tools
-from soothe_planner.tools import COUNTING_TOOL_NAMES, NEAREST_LINES_MARK, SEARCH_TOOL_NAME
+from soothe_planner.planner.plan_rules import files_to_write, unwritten_files, writes_path, writing_tools
+from soothe_planner.tools import (
+    COUNTING_TOOL_NAMES,
+    NEAREST_LINES_MARK,
+    SEARCH_STOPPED_MARK,
+    SEARCH_TOOL_NAME,
+)
 
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
 __all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment",
-           "guard_note", "guard_reasons", "ungrounded_facts", "unrelayed_lines"]
+           "guard_note", "guard_reasons", "relayed_every_line", "ungrounded_facts", "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -106,7 +111,8 @@ def guard_assessment(
     A "done" over an echo of the goal, over a fact no tool it read returned, or over a delivery
     missing lines an "every line" goal asked for (``unrelayed_lines``) becomes "replan". A
     "continue" over a finished plan (``plan_finished``: nothing of it left to run) whose answer
-    ``grounded_answer`` vouches for, and which left out no such line, becomes "done". With
+    ``grounded_answer`` vouches for, or whose write ``relayed_every_line`` vouches for, and which
+    left out no such line, becomes "done". With
     ``writers`` (the tools that change things), a goal that asks for a named file is neither done nor
     vouched for until a completed step of one of them wrote it (``plan_rules.unwritten_files``).
     """
@@ -131,11 +137,17 @@ def guard_assessment(
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
     if a.status == "continue" and plan_finished and not dropped and not unwritten:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
+        relayed = None if step_id else relayed_every_line(goal, decision, nodes, results, writers)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
                    "each from a tool output")
-            update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
-            return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
+        elif relayed:
+            why = (f"the plan ran to its end; {relayed[0]} wrote every one of the {relayed[1]} lines its "
+                   "searches found to the file the goal names")
+        else:
+            return a, ""
+        update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
+        return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
     return a, ""
 
 
@@ -332,8 +344,23 @@ class Dropped(NamedTuple):
         if calls:
             content = holders[0] if len(holders) == 1 else 'f"' + "\\n".join("{" + h + "}" for h in holders) + '"'
             return f"write_file(path={json.dumps(self.path)}, content={content})"
-        text = "\n".join("{{" + h + ".output}}" for h in holders)
-        return json.dumps({"tool": "write_file", "args": {"path": self.path, "content": text}})
+        return json.dumps({"tool": "write_file", "args": self._write_args(holders)})
+
+    def remedy_step(self, taken: Collection[str]) -> StepAction | None:
+        """``remedy``'s write as a typed step under an id not in ``taken`` (None with no file to write)."""
+        holders = self.holders or self.search_ids
+        if self.path is None or not holders:
+            return None
+        n = 1
+        while f"s{n}" in taken:
+            n += 1
+        args = self._write_args(holders)
+        return StepAction(id=f"s{n}", description=f"write_file {json.dumps(args, ensure_ascii=False)}",
+                          tool="write_file", args=args, depends_on=list(holders))
+
+    def _write_args(self, holders: Sequence[str]) -> dict[str, str]:
+        assert self.path is not None
+        return {"path": self.path, "content": "\n".join("{{" + h + ".output}}" for h in holders)}
 
 
 # "every line containing", "all TODO lines", "each of the lines that": a universal over lines
@@ -382,21 +409,24 @@ def checked_steps(
     return nodes, list(results), writing_tools(capabilities) if capabilities else None
 
 
-def unrelayed_lines(
-    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
-    writers: Collection[str] | None = None,
-) -> Dropped | None:
-    """For a goal that asks for every line of something: the lines a search step found that the
-    plan's delivery left out (``Dropped``), or ``None`` when it delivered them all or nothing is
-    checkable (no such goal, no search upstream of a delivery, a search that found no exact match).
+class _Delivery(NamedTuple):
+    """One final step of the last decision that delivers text, with the searches it is checked against."""
 
-    The delivery is each final step of the last decision: the text a final tool step was given
-    (a write's content, its references resolved), or a final model step's answer. The searches are
-    those upstream of it and, for a final model step or a final step of a tool in ``writers`` (the
-    tools that change things), every finished search of the goal for a pattern the goal names.
-    """
+    final: PlanStep | StepAction
+    searches: list[PlanStep | StepAction]
+    text: str  # what it delivered (a write's content, references resolved; an answer)
+    outputs: dict[str, str]  # completed steps' outputs by id
+
+
+def _deliveries(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    writers: Collection[str] | None,
+) -> list[_Delivery]:
+    """For a goal that asks for every line of something: each final step of the last decision with
+    the searches it is checked against (those upstream of it and, for a final model step or a final
+    step of a tool in ``writers``, every finished search of the goal for a pattern the goal names)."""
     if decision is None or not decision.steps or not _EVERY_LINE_GOAL.search(goal):
-        return None
+        return []
     completed = {r.step_id: r for r in results if r.success}
     outputs = {i: r.output for i, r in completed.items()}
     by_id: dict[str, PlanStep | StepAction] = {s.id: s for s in decision.steps}
@@ -416,33 +446,85 @@ def unrelayed_lines(
             pattern = _fold(str((n.args or {}).get("pattern", "")))
             if matched(i) and pattern and not (n.args or {}).get("regex") and pattern in wanted:
                 named.append(i)
+    found = []
     for final in (s for s in decision.steps if s.id not in needed):
         delivers = writers is not None and (final.tool in writers or not (final.tool or final.tools or final.subagent))
         upstream = [i for i in sorted(ancestors(graph, final.id)) if i in by_id and matched(i)]
         ids = dict.fromkeys([*upstream, *(named if delivers else [])])
-        searches = [by_id[i] for i in ids]
-        if not searches:
-            continue
         text = _delivered(final, completed)
-        if text is None:
-            continue
-        haystack = _fold(text)
-        seen: set[str] = set()
-        missing: list[str] = []
-        holders: dict[str, None] = {}
-        for search in searches:
-            args = search.args or {}
-            pattern = "" if args.get("regex") else str(args.get("pattern", ""))
-            for line in outputs[search.id].splitlines():
-                m = _MATCH_LINE.match(line)
-                if not m or _fold(line) in seen:
-                    continue
-                seen.add(_fold(line))
-                if _core(m.group("text"), pattern) not in haystack:
-                    missing.append(line.strip())
-                    holders[search.id] = None
+        if ids and text is not None:
+            found.append(_Delivery(final, [by_id[i] for i in ids], text, outputs))
+    return found
+
+
+def _lines_left_out(d: _Delivery) -> tuple[int, list[str], list[str]]:
+    """``(distinct lines the searches found, those the delivery left out, the searches that first found those)``."""
+    haystack = _fold(d.text)
+    seen: set[str] = set()
+    missing: list[str] = []
+    holders: dict[str, None] = {}
+    for search in d.searches:
+        args = search.args or {}
+        pattern = "" if args.get("regex") else str(args.get("pattern", ""))
+        for line in d.outputs[search.id].splitlines():
+            m = _MATCH_LINE.match(line)
+            if not m or _fold(line) in seen:
+                continue
+            seen.add(_fold(line))
+            if _core(m.group("text"), pattern) not in haystack:
+                missing.append(line.strip())
+                holders[search.id] = None
+    return len(seen), missing, list(holders)
+
+
+def unrelayed_lines(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    writers: Collection[str] | None = None,
+) -> Dropped | None:
+    """For a goal that asks for every line of something: the lines a search step found that the
+    plan's delivery left out (``Dropped``), or ``None`` when it delivered them all or nothing is
+    checkable (no such goal, no search upstream of a delivery, a search that found no exact match).
+
+    The delivery is each final step of the last decision: the text a final tool step was given
+    (a write's content, its references resolved), or a final model step's answer. The searches are
+    those upstream of it and, for a final model step or a final step of a tool in ``writers`` (the
+    tools that change things), every finished search of the goal for a pattern the goal names.
+    """
+    for d in _deliveries(goal, decision, nodes, results, writers):
+        found, missing, holders = _lines_left_out(d)
         if missing:
-            path = (final.args or {}).get("path") if writers is not None and final.tool in writers else None
-            return Dropped(final.id, [s.id for s in searches], len(seen), missing, tuple(holders),
+            path = (d.final.args or {}).get("path") if writers is not None and d.final.tool in writers else None
+            return Dropped(d.final.id, [s.id for s in d.searches], found, missing, tuple(holders),
                            path if isinstance(path, str) else None)
+    return None
+
+
+def relayed_every_line(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    writers: Collection[str] | None,
+) -> tuple[str, int] | None:
+    """``(the write, the lines)`` when an "every line" goal's file holds every line its searches found, else None.
+
+    The check vouches only where it saw the whole of what the goal asks: the final write is to a
+    file the goal names; each search looked for a word of the goal, literally, over the whole
+    workspace or a path the goal names, found at least one line and was not cut at its limit; and
+    the write's content holds every line they found.
+    """
+    if writers is None:
+        return None
+    asked, wanted = files_to_write(goal), _fold(goal)
+
+    def whole(search: PlanStep | StepAction, output: str) -> bool:
+        args = search.args or {}
+        where = str(args.get("path", ".")).strip().strip("/") or "."
+        pattern = _fold(str(args.get("pattern", "")))
+        return (not args.get("regex") and bool(pattern) and pattern in wanted
+                and (where == "." or where in goal) and SEARCH_STOPPED_MARK not in output)
+    for d in _deliveries(goal, decision, nodes, results, writers):
+        path = str((d.final.args or {}).get("path", ""))
+        if d.final.tool not in writers or not any(writes_path(path, name) for name in asked):
+            continue
+        found, missing, _ = _lines_left_out(d)
+        if found and not missing and all(whole(s, d.outputs[s.id]) for s in d.searches):
+            return d.final.id, found
     return None

@@ -23,7 +23,8 @@ from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_to
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
 __all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "repeats_finished_work",
-           "retries_missing_data", "unwritten_files", "writes_not_asked_for", "writing_tools"]
+           "retries_missing_data", "unwritten_files", "writes_not_asked_for", "writes_path",
+           "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
@@ -50,7 +51,8 @@ def writing_tools(capabilities: Iterable[Capability]) -> set[str]:
     return {c.name for c in capabilities if c.kind == "tool" and not c.read_only}
 
 
-def _writes(path: object, name: str) -> bool:
+def writes_path(path: object, name: str) -> bool:
+    """Whether a write's ``path`` is the file ``name`` a goal asks for (``./`` and folders above it aside)."""
     p = str(path).strip().lstrip("./") if isinstance(path, str) else ""
     return bool(p) and (p == name or p.endswith("/" + name))
 
@@ -64,7 +66,7 @@ def unwritten_files(
     wanted = files_to_write(goal)
     written = [s.args.get("path") for s in steps
                if s.tool in writers and (done is None or s.id in done)]
-    return [name for name in wanted if not any(_writes(p, name) for p in written)]
+    return [name for name in wanted if not any(writes_path(p, name) for p in written)]
 
 
 def never_writes_asked_file(

@@ -44,6 +44,8 @@ class PlannerStats:
     """Failures answered with a ``degraded`` result instead of an error (``on_failure="degraded"``)."""
     guard_overrides: int = 0
     """Answers a guard replaced: ``done`` at iteration 0, a bootstrap the intake rules out, ..."""
+    prescribed_writes: int = 0
+    """Re-plans the model failed every time, answered with the write the delivery check prescribes."""
     keep_without_plan: int = 0
     """``keep`` answered with no plan in flight, so steps were asked for once more."""
     budget_trims: int = 0

@@ -80,6 +80,7 @@ __all__ = [
     "MAX_SEARCH_HITS",
     "MAX_WRITE_CHARS",
     "NEAREST_LINES_MARK",
+    "SEARCH_STOPPED_MARK",
     "SEARCH_TIME_LIMIT_S",
     "SEARCH_TOOL_NAME",
     "WRITE_ECHO_CHARS",
@@ -111,6 +112,9 @@ goal's delivery is checked against (``planner/grounding.py``). Trust goes by nam
 NEAREST_LINES_MARK = "(no line contains "
 """How a search's answer starts its note when no line held the pattern and the lines listed are the
 nearest candidates, not matches (``planner/grounding.py`` checks no delivery against those)."""
+SEARCH_STOPPED_MARK = "... (stopped at "
+"""How a search cut at its limit says so: the lines it returned are not all there are (no check
+vouches for a delivery of them as every line)."""
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
@@ -292,7 +296,7 @@ def make_builtin_tools(
             where = "" if path.strip() in {"", "."} else f" in {path}"
             lines = [f"no matches for {pattern!r}{where}"]
         if more:
-            lines.append(f"... (stopped at {MAX_SEARCH_HITS} matches)")
+            lines.append(f"{SEARCH_STOPPED_MARK}{MAX_SEARCH_HITS} matches)")
         if skipped:
             lines.append(_skipped_note(skipped))
         return "\n".join(lines)

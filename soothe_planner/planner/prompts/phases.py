@@ -167,12 +167,29 @@ def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings:
             "previous_assessment": render_assessment(state.previous_assessment),
             "plan": _plan_text(state, pm, compact=True),
             "evidence": render_results(newest, excerpt=ASSESS_EXCERPT),
-            **({"steps": _steps_with_outputs(state, pm, newest)} if settings.prompt_profile == "compact" else {}),
+            **({"steps": _steps_with_outputs(state, pm, [*_inputs_of(state, pm, newest), *newest])}
+               if settings.prompt_profile == "compact" else {}),
         },
         trimmable={"evidence": "head", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
     )
+
+
+def _inputs_of(state: LoopState, pm: PlanManager | None, shown: Sequence[StepResult]) -> list[StepResult]:
+    """The results of earlier plans' steps that this plan's steps read (their direct dependencies),
+    in the order they are depended on, unless ``shown`` has them.
+
+    A re-plan that builds on finished work (a write of ``{{s1.output}}``) runs only its own steps;
+    shown that write alone, a 1.5B model judged "continue" over a report holding every line, the
+    search it copied out of sight.
+    """
+    if pm is None or state.current_decision is None:
+        return []
+    have = {r.step_id for r in shown}
+    wanted = dict.fromkeys(d for s in state.current_decision.steps for d in s.depends_on if d not in have)
+    found = [pm.node(d).result for d in wanted if d in pm]
+    return [r for r in found if r is not None][:ASSESS_EVIDENCE_RESULTS]
 
 
 def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Sequence[StepResult]) -> str:
