@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 from planner_support import run_compact, tool_context, typed_step
 
@@ -231,6 +232,7 @@ def test_a_write_of_every_line_its_search_found_is_vouched_for_only_where_the_ch
     assert relayed_every_line(EVERY, *_written(everywhere), writers=None) is None
     for search, kwargs in [
         ({"pattern": "TODO", "path": "src"}, {}),  # a part of the workspace the goal does not name
+        ({"pattern": "TODO", "path": "k"}, {}),  # a folder whose name is only letters of the goal
         ({"pattern": "TODO", "path": "."}, {"output": FOUND + "\n... (stopped at 50 matches)"}),  # cut at its limit
         ({"pattern": "TODO|FIXME", "path": ".", "regex": True}, {}),  # a regular expression
         ({"pattern": "FIXME", "path": "."}, {}),  # a word the goal does not name
@@ -265,6 +267,13 @@ async def test_a_replan_the_model_keeps_failing_gets_the_write_the_check_prescri
     # the last assessment saw the search the planned write copied, not the write alone
     last = model.calls[-1].prompt_text
     assert "- s1 search_text" in last and '- s4 write_file {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}' in last
+    # a re-plan the model was never heard on (the wire failed) is no refusal: the run fails, nothing planned for it
+    (tmp_path / "TODO_REPORT.md").unlink()
+    model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"},
+                                         *[httpx.ConnectError("refused")] * 8])
+    out = await run_compact(model, executor, ctx, EVERY, thread_id="t3", max_iterations=3)
+    assert out["status"] == "failed" and "ConnectError" in (out.get("error") or "")
+    assert (tmp_path / "TODO_REPORT.md").read_text() == "TODO: reject empty notes"
     # the same run whose re-plans the model gets right never needs it
     direct = {"steps": [typed_step("s4", "write_file", {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}, "s1")]}
     model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"}, direct,

@@ -518,8 +518,9 @@ def relayed_every_line(
         args = search.args or {}
         where = str(args.get("path", ".")).strip().strip("/") or "."
         pattern = _fold(str(args.get("pattern", "")))
-        return (not args.get("regex") and bool(pattern) and pattern in wanted
-                and (where == "." or where in goal) and SEARCH_STOPPED_MARK not in output)
+        named = where == "." or re.search(rf"(?<![\w./-]){re.escape(where)}(?![\w-])", goal) is not None
+        return (not args.get("regex") and bool(pattern) and pattern in wanted and named
+                and SEARCH_STOPPED_MARK not in output)
     for d in _deliveries(goal, decision, nodes, results, writers):
         path = str((d.final.args or {}).get("path", ""))
         if d.final.tool not in writers or not any(writes_path(path, name) for name in asked):

@@ -433,6 +433,8 @@ class LLMPlanner(SyncPlannerMethods):
         """
         if self.settings.prompt_profile != "compact" or "write_file" not in context.capability_names():
             return None
+        if any(a.error_type == "transport" for a in exc.attempts):
+            return None  # the model was not heard: not a refusal, and the run should say so
         nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
         dropped = unrelayed_lines(goal, state.current_decision, nodes, results, writers) if results else None
         step = dropped.remedy_step({n.id for n in nodes}) if dropped is not None else None
