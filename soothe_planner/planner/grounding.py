@@ -65,6 +65,7 @@ from soothe_planner.tools import (
     NEAREST_LINES_MARK,
     SEARCH_STOPPED_MARK,
     SEARCH_TOOL_NAME,
+    WRITE_TOOL_NAME,
 )
 
 if TYPE_CHECKING:
@@ -338,25 +339,29 @@ class Dropped(NamedTuple):
         A 1.5B model told only that a search's output "holds every line" planned the same lossy
         answer step again or wrote a listing; shown this step, it wrote the search's output.
         """
-        holders = self.holders or self.search_ids
-        if self.path is None or not holders:
+        holders = self._to_write()
+        if not holders:
             return ""
         if calls:
             content = holders[0] if len(holders) == 1 else 'f"' + "\\n".join("{" + h + "}" for h in holders) + '"'
-            return f"write_file(path={json.dumps(self.path)}, content={content})"
-        return json.dumps({"tool": "write_file", "args": self._write_args(holders)})
+            return f"{WRITE_TOOL_NAME}(path={json.dumps(self.path)}, content={content})"
+        return json.dumps({"tool": WRITE_TOOL_NAME, "args": self._write_args(holders)})
 
     def remedy_step(self, taken: Collection[str]) -> StepAction | None:
         """``remedy``'s write as a typed step under an id not in ``taken`` (None with no file to write)."""
-        holders = self.holders or self.search_ids
-        if self.path is None or not holders:
+        holders = self._to_write()
+        if not holders:
             return None
         n = 1
         while f"s{n}" in taken:
             n += 1
         args = self._write_args(holders)
-        return StepAction(id=f"s{n}", description=f"write_file {json.dumps(args, ensure_ascii=False)}",
-                          tool="write_file", args=args, depends_on=list(holders))
+        return StepAction(id=f"s{n}", description=f"{WRITE_TOOL_NAME} {json.dumps(args, ensure_ascii=False)}",
+                          tool=WRITE_TOOL_NAME, args=args, depends_on=list(holders))
+
+    def _to_write(self) -> list[str]:
+        """The searches whose outputs the remedy writes (none when the delivery wrote no file)."""
+        return list(self.holders or self.search_ids) if self.path is not None else []
 
     def _write_args(self, holders: Sequence[str]) -> dict[str, str]:
         assert self.path is not None

@@ -75,6 +75,7 @@ from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
+from soothe_planner.tools import WRITE_TOOL_NAME
 from soothe_planner.wire import (
     COMPACT_MODEL_STEP,
     AssessStatus,
@@ -431,7 +432,7 @@ class LLMPlanner(SyncPlannerMethods):
         judges the result. Only under the compact profile (where the prompt shows the write) and
         only when the step passes every rule a model's plan must pass.
         """
-        if self.settings.prompt_profile != "compact" or "write_file" not in context.capability_names():
+        if self.settings.prompt_profile != "compact" or WRITE_TOOL_NAME not in context.capability_names():
             return None
         if any(a.error_type == "transport" for a in exc.attempts):
             return None  # the model was not heard: not a refusal, and the run should say so

@@ -84,6 +84,7 @@ __all__ = [
     "SEARCH_TIME_LIMIT_S",
     "SEARCH_TOOL_NAME",
     "WRITE_ECHO_CHARS",
+    "WRITE_TOOL_NAME",
     "make_builtin_tools",
     "resolve_in_workspace",
     "workspace_files",
@@ -109,6 +110,9 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "
 SEARCH_TOOL_NAME = "search_text"
 """The built-in whose answer lists each matching line as ``path:line: text``: what an "every line"
 goal's delivery is checked against (``planner/grounding.py``). Trust goes by name, as for counts."""
+WRITE_TOOL_NAME = "write_file"
+"""The built-in that writes a file (``path``, ``content``): the write an "every line" goal's check
+prescribes is made with it (``planner/grounding.py``)."""
 NEAREST_LINES_MARK = "(no line contains "
 """How a search's answer starts its note when no line held the pattern and the lines listed are the
 nearest candidates, not matches (``planner/grounding.py`` checks no delivery against those)."""
