@@ -266,7 +266,8 @@ async def test_a_replan_the_model_keeps_failing_gets_the_write_the_check_prescri
     assert not (tmp_path / "OTHER.md").exists()
     # the last assessment saw the search the planned write copied, not the write alone
     last = model.calls[-1].prompt_text
-    assert "- s1 search_text" in last and '- s4 write_file {"path": "TODO_REPORT.md", "content": "{{s1.output}}"}' in last
+    assert "- s1 search_text" in last
+    assert "- s4 write_file\n  output: wrote 89 bytes to TODO_REPORT.md: the whole output of s1" in last
     # a re-plan the model was never heard on (the wire failed) is no refusal: the run fails, nothing planned for it
     (tmp_path / "TODO_REPORT.md").unlink()
     model = ScriptedChatModel(responses=[plan, "TODO: reject empty notes", {"status": "continue"},

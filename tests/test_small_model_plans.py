@@ -40,7 +40,7 @@ from soothe_planner.planner.grounding import (
 from soothe_planner.planner.plan_rules import retries_missing_data
 from soothe_planner.planner.prompts.phases import OVERVIEW_FILES, files_overview
 from soothe_planner.testing import ScriptedChatModel
-from soothe_planner.tools import workspace_files
+from soothe_planner.tools import make_builtin_tools, workspace_files
 from soothe_planner.wire import generation_model
 
 GOAL = "Which port does config/server.toml configure?"
@@ -256,6 +256,30 @@ async def test_the_compact_assessment_shows_each_output_under_what_its_step_did(
     assert (await LLMPlanner(model, settings=COMPACT).assess_status("Which port?", state, PlanContext())).status == "done"
     shown = model.calls[0].last_text
     assert "- s2 step s2\n  output: 8443" in shown and "- s1 step s1\n  output: port = 8443" in shown
+
+
+async def test_the_compact_assessment_tells_an_output_repeated_whole_in_a_few_words(tmp_path: Path) -> None:
+    """search → answer that copied it → write of the answer: the lines are shown once, not three times."""
+    lines = "\n".join(f"notes/n{i}.md:{i}: TODO item number {i} of the list" for i in range(12))  # > a write's echo
+    write = make_builtin_tools(tmp_path)["write_file"]
+
+    async def assessed(*ran: tuple[str, str | None, str, list[str]]) -> str:
+        decision, _acts, results = _ran(*ran)
+        state = LoopState(goal="g", thread_id="t1", iteration=1, current_decision=decision, step_results=results)
+        model = ScriptedChatModel(responses=[{"status": "done"}])
+        await LLMPlanner(model, settings=COMPACT).assess_status("g", state, PlanContext())
+        return model.calls[0].last_text
+
+    wrote = write.invoke({"path": "R.md", "content": lines})
+    shown = await assessed(("s1", "search_text", lines, []), ("s2", None, lines, ["s1"]), ("s3", "write_file", wrote, ["s2"]))
+    assert shown.count("TODO item number 0 ") == 1 and "- s1 step s1\n  output: notes/n0.md:0:" in shown
+    assert "- s2 step s2\n  output: the same as the output of s1" in shown
+    assert f"- s3 write_file\n  output: wrote {len(lines)} bytes to R.md: the whole output of s2" in shown
+    # a write of anything else — one line fewer — and a step that merely starts alike are shown as they are
+    wrote = write.invoke({"path": "R.md", "content": lines.rsplit("\n", 1)[0]})
+    shown = await assessed(("s1", "search_text", lines, []), ("s2", None, lines[:40], ["s1"]), ("s3", "write_file", wrote, ["s1"]))
+    assert "the same as" not in shown and "the whole output" not in shown
+    assert '- s3 step s3\n  output: wrote' in shown and shown.count("TODO item number 0 ") == 3
 
 
 async def test_a_model_step_that_finds_no_answer_in_its_data_fails_as_missing_data() -> None:

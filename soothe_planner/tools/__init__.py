@@ -21,6 +21,7 @@ from soothe_planner.tools.builtins import (
     make_builtin_tools,
     resolve_in_workspace,
     workspace_files,
+    write_echo,
 )
 from soothe_planner.tools.schema import tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
@@ -44,4 +45,5 @@ __all__ = [
     "resolve_in_workspace",
     "tool_args_schema",
     "workspace_files",
+    "write_echo",
 ]

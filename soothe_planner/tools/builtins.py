@@ -88,6 +88,7 @@ __all__ = [
     "make_builtin_tools",
     "resolve_in_workspace",
     "workspace_files",
+    "write_echo",
 ]
 
 MAX_READ_CHARS = 20_000
@@ -111,6 +112,14 @@ SEARCH_TOOL_NAME = "search_text"
 """The built-in whose answer lists each matching line as ``path:line: text``: what an "every line"
 goal's delivery is checked against (``planner/grounding.py``). Trust goes by name, as for counts."""
 WRITE_TOOL_NAME = "write_file"
+
+
+def write_echo(content: str) -> str:
+    """What a write's answer shows of the text it wrote, after its first line: all of it, or its
+    first ``WRITE_ECHO_CHARS`` characters and how many more there are."""
+    if len(content) <= WRITE_ECHO_CHARS:
+        return content
+    return f"{content[:WRITE_ECHO_CHARS]}… ({len(content) - WRITE_ECHO_CHARS} more characters)"
 """The built-in that writes a file (``path``, ``content``): the write an "every line" goal's check
 prescribes is made with it (``planner/grounding.py``)."""
 NEAREST_LINES_MARK = "(no line contains "
@@ -356,9 +365,7 @@ def make_builtin_tools(
         written.add(resolved.rel)
         if not content.strip():
             return f"wrote {len(data)} bytes to {resolved.rel} (nothing but whitespace)"
-        shown = content if len(content) <= WRITE_ECHO_CHARS else (
-            f"{content[:WRITE_ECHO_CHARS]}… ({len(content) - WRITE_ECHO_CHARS} more characters)")
-        return f"wrote {len(data)} bytes to {resolved.rel}:\n{shown}"
+        return f"wrote {len(data)} bytes to {resolved.rel}:\n{write_echo(content)}"
 
     specs: list[tuple[Callable[..., str], str, bool]] = [
         (

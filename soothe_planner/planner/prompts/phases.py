@@ -44,6 +44,7 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
+from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
 
 if TYPE_CHECKING:
     from soothe_planner.dag.plan_manager import PlanManager
@@ -198,18 +199,50 @@ def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Seque
     if not results:
         return "(no step has run yet)"
     described: dict[str, str] = {}
+    tools: dict[str, str | None] = {}
     if pm is not None:
         described = {n.id: n.description for n in pm.nodes}
+        tools = {n.id: n.tool for n in pm.nodes}
     elif state.current_decision is not None:
         described = {s.id: s.description for s in state.current_decision.steps}
+        tools = {s.id: s.tool for s in state.current_decision.steps}
     lines = []
+    shown: dict[str, list[str]] = {}  # an output's text -> the steps shown with it, in order
     for r in results:
         what = described.get(r.step_id, "")
         body = (r.output if r.success else f"FAILED ({r.error_type or 'error'}): {r.error or r.output}").strip()
-        if len(body) > ASSESS_EXCERPT:
+        repeated = _repeated(r, tools.get(r.step_id), shown) if r.success else None
+        if r.success and body:
+            shown.setdefault(body, []).append(r.step_id)
+        if repeated:
+            body = repeated
+            if tools.get(r.step_id) == WRITE_TOOL_NAME:  # the path and the text written are in the output
+                what = WRITE_TOOL_NAME
+        elif len(body) > ASSESS_EXCERPT:
             body = body[: ASSESS_EXCERPT - 1] + "…"
         lines.append(f"- {r.step_id} {what}\n  output: {body or '(empty)'}")
     return escape_data("\n".join(lines))
+
+
+def _repeated(result: StepResult, tool: str | None, shown: dict[str, list[str]]) -> str | None:
+    """The output told in a few words when it repeats, whole, the output of a step shown above it.
+
+    An answer step that copied a search, and the write of that answer, each showed the same lines
+    again: the assessment read one result three times, most of its prompt, at 60-100 prompt tokens
+    a second on two cores. Only a whole repeat is told this way; anything else is shown as it is.
+    """
+    text = result.output.strip()
+    if text and text in shown:
+        return f"the same as the output of {shown[text][0]}"
+    if tool != WRITE_TOOL_NAME:
+        return None
+    head, sep, echo = result.output.partition(":\n")
+    if not sep or not head.startswith("wrote "):
+        return None
+    for earlier, step_ids in shown.items():
+        if echo.strip() and echo.strip() == write_echo(earlier).strip():
+            return f"{head}: the whole output of {step_ids[-1]}"  # the newest: the one a write names
+    return None
 
 
 def generate_prompt(
