@@ -21,7 +21,12 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.planner.grounding import guard_assessment
-from soothe_planner.planner.plan_rules import files_to_write, never_writes_asked_file, unwritten_files
+from soothe_planner.planner.plan_rules import (
+    answers_meant_as_writes,
+    files_to_write,
+    never_writes_asked_file,
+    unwritten_files,
+)
 from soothe_planner.testing import ScriptedChatModel
 
 GOAL = "Collect the lines mentioning FIXME and write them to FIXES.md"
@@ -108,3 +113,41 @@ async def test_through_the_loop_the_plan_without_the_write_is_re_asked_and_the_f
     assert "FIXME: close the file" in (tmp_path / "FIXES.md").read_text()
     reask = model.calls[1].messages[-1].content
     assert "the goal asks to write FIXES.md, and no step writes it" in reask
+
+
+def test_a_final_answer_step_that_names_the_asked_file_is_refused_unless_a_write_takes_its_output() -> None:
+    """An answer writes no file: "copy the lines ... into FIXES.md" as an answer step leaves FIXES.md as it was."""
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "FIXME", "path": "."})
+    meant = StepAction(id="s2", description="copy the FIXME lines into FIXES.md", depends_on=["s1"])
+    problems = answers_meant_as_writes(GOAL, AgentDecision(steps=[search, meant]), CAPS)
+    assert len(problems) == 1 and problems[0].startswith("s2 is an answer step, and an answer writes no file")
+    assert 'write_file(path="FIXES.md", content=...) of s2\'s output' in problems[0]
+    # even after an earlier write of the file in the same plan: the answer's text reaches no file
+    write = StepAction(id="s3", description="write", tool="write_file", args={"path": "FIXES.md", "content": "{{s1.output}}"},
+                       depends_on=["s1"])
+    meant_last = meant.model_copy(update={"id": "s4"})
+    assert answers_meant_as_writes(GOAL, AgentDecision(steps=[search, write, meant_last]), CAPS) != []
+    # written out by a later step, or naming no asked file, or nothing can write: not this rule's business
+    write_it = StepAction(id="s3", description="write", tool="write_file", depends_on=["s2"],
+                          args={"path": "FIXES.md", "content": "{{s2.output}}"})
+    assert answers_meant_as_writes(GOAL, AgentDecision(steps=[search, meant, write_it]), CAPS) == []
+    other = meant.model_copy(update={"description": "give the FIXME lines"})
+    assert answers_meant_as_writes(GOAL, AgentDecision(steps=[search, other]), CAPS) == []
+    assert answers_meant_as_writes(GOAL, AgentDecision(steps=[search, meant]), {"search_text": CAPS["search_text"]}) == []
+    assert answers_meant_as_writes("Which lines mention FIXME?", AgentDecision(steps=[search, meant]), CAPS) == []
+
+
+async def test_through_the_loop_an_answer_meant_as_the_write_is_re_asked_and_its_output_written(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n# FIXME: close the file\n")
+    ctx, executor = tool_context(tmp_path)
+    meant = {"steps": [typed_step("s1", "search_text", {"pattern": "FIXME", "path": "."}),
+                       typed_step("s2", "write_file", {"path": "FIXES.md", "content": "{{s1.output}}"}, "s1"),
+                       typed_step("s3", "answer", {"task": "copy the FIXME lines into FIXES.md"}, "s2")]}
+    written = {"steps": [*meant["steps"],
+                         typed_step("s4", "write_file", {"path": "FIXES.md", "content": "{{s3.output}}"}, "s3")]}
+    model = ScriptedChatModel(responses=[meant, written, "# FIXME: close the file", {"status": "done"}])
+    final = await run_compact(model, executor, ctx, GOAL, thread_id="t1", max_iterations=2)
+    assert final["status"] == "done" and model.remaining == 0
+    assert (tmp_path / "FIXES.md").read_text() == "# FIXME: close the file"
+    assert "s3 is an answer step, and an answer writes no file" in model.calls[1].messages[-1].content

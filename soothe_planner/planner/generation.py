@@ -21,6 +21,7 @@ from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.models import AgentDecision, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
 from soothe_planner.planner.plan_rules import (
+    answers_meant_as_writes,
     ends_in_gathering,
     never_writes_asked_file,
     repeats_finished_work,
@@ -120,10 +121,11 @@ def decision_validator(
         if len(gen.decision.steps) > max_steps:
             return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
         if compact:
+            unwritten = never_writes_asked_file(goal, gen.decision, pm.nodes if pm is not None else [], by_name)
             problems = [p for p in (ends_in_gathering(gen.decision, by_name),
                                     *writes_not_asked_for(goal, gen.decision, by_name),
-                                    *never_writes_asked_file(goal, gen.decision, pm.nodes if pm is not None else [],
-                                                             by_name),
+                                    # a plan with no write of the file at all is told that, once
+                                    *(unwritten or answers_meant_as_writes(goal, gen.decision, by_name)),
                                     *retries_missing_data(gen.decision, pm.nodes if pm is not None else []),
                                     *(repeats_finished_work(gen.decision, pm.nodes if pm is not None else [])
                                       if greedy else []))

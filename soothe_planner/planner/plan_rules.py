@@ -22,7 +22,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
-__all__ = ["ends_in_gathering", "files_to_write", "never_writes_asked_file", "repeats_finished_work",
+__all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "never_writes_asked_file",
+           "repeats_finished_work",
            "retries_missing_data", "unwritten_files", "writes_not_asked_for", "writes_path",
            "writing_tools"]
 
@@ -79,6 +80,32 @@ def never_writes_asked_file(
     missing = unwritten_files(goal, [*decision.steps, *earlier], writing_tools(capabilities.values()))
     return [f"the goal asks to write {name}, and no step writes it: end the plan with the write, "
             f"for example write_file(path=\"{name}\", content=...)" for name in missing]
+
+
+def answers_meant_as_writes(
+    goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None
+) -> list[str]:
+    """Final answer steps whose task names a file the goal asks to write, which no step writes out.
+
+    An answer step writes no file; its output goes where a later step sends it. A 1.5B re-plan
+    ended with "copy the install command ... into INSTALL.md" as an answer step after a write of
+    the wrong text, and the run was judged done with the right text in no file.
+    """
+    wanted = files_to_write(goal)
+    if not wanted or not capabilities or not writing_tools(capabilities.values()):
+        return []
+    needed = {d for s in decision.steps for d in s.depends_on}
+    problems = []
+    for s in decision.steps:
+        if s.tool or s.subagent or s.id in needed:
+            continue
+        task = " ".join([s.description, *(str(v) for v in (s.args or {}).values())]).lower()
+        named = [name for name in wanted if name.lower() in task]
+        if named:
+            problems.append(f"{s.id} is an answer step, and an answer writes no file, so {named[0]} would not get "
+                            f"what {s.id} gives: end the plan with write_file(path=\"{named[0]}\", "
+                            f"content=...) of {s.id}'s output")
+    return problems
 
 
 def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
