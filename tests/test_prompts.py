@@ -99,8 +99,9 @@ def test_the_calls_briefings_examples_are_plans_the_calls_reader_takes() -> None
     tools = {"search_text", "read_file", "write_file", "answer"}
     read = [read_plan_calls(p, known_tools=tools)[0]["steps"] for p in plans]
     assert [[s["tool"] for s in steps] for steps in read] == [
-        ["search_text", "answer"], ["read_file", "answer", "write_file"]]
+        ["search_text", "answer"], ["read_file", "answer", "write_file"], ["search_text", "write_file"]]
     assert read[1][2]["args"]["content"] == "{{s2.output}}" and read[1][2]["depends_on"] == ["s2"]
+    assert read[2][1]["args"]["content"] == "{{s1.output}}" and read[2][1]["depends_on"] == ["s1"]
     briefing = template("generate_calls_system_compact").template
     assert "sN = tool(name=value, ...)" in briefing and "JSON" not in briefing
 
