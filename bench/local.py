@@ -20,8 +20,9 @@ Configurations, each at every ``--threads`` count, measured in one run on one mo
   loop's order (intake, generate, step, assess, synthesis, intake, ...). Each repeat is another
   run of the goal (``local_calls``: a *variant*), so a server can reuse exactly the prefix the
   loop's prompts share across runs, never a whole identical prompt.
-- **after-calls** — ``after`` with the plan written as one Python call per step, held by a grammar
-  (``planner.plan_syntax: calls``) instead of compact JSON: what the plan syntax buys, alone.
+- **after-json** — ``after`` with the plan written as compact JSON held by the schema's grammar
+  (``planner.plan_syntax: json``) instead of the one Python call per step the embedded model
+  declares: what the plan syntax buys, alone.
 - **after-restart** — ``after``, but every variant in a server of its own, started for it and
   stopped after it, as every CLI run starts one: nothing of an earlier run is in memory.
 - **after-restart-states** — ``after-restart`` with the prompt states each server leaves on disk
@@ -219,7 +220,7 @@ def standard_configs(with_llama_server: bool) -> list[Config]:
         Config("before", "python", "full", "function_calling", reuse=False, tuning={"stock": True}),
         Config("after-cold", "python", "compact", "function_calling", reuse=False, tuning={"prompt_cache_mib": 0}),
         Config("after", "python", "compact", "function_calling", reuse=True),
-        Config("after-calls", "python", "compact", "function_calling", reuse=True, syntax="calls"),
+        Config("after-json", "python", "compact", "function_calling", reuse=True, syntax="json"),
         # a new server for every run, as every CLI run starts one: with nothing kept, then with the
         # prompt states the earlier runs' servers left on disk
         Config("after-restart", "python", "compact", "function_calling", reuse=True, restart=True),

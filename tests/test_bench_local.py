@@ -139,10 +139,13 @@ def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_
     assert [c.kind for c in calls] == list(CALL_KINDS)
     assert {c.body["model"] for c in calls} == {resolve_model(MODEL)[1].alias}
     structured = {c.kind: c.body["tool_choice"]["function"]["name"] for c in calls if c.body.get("tools")}
-    assert structured == {"intake": "RouteIntake", "generate": "GeneratePlan", "assess": "AssessStatus"}
-    # with plans in calls, the plan is a text call held by a grammar (the embedded server takes one)
-    plan = capture_calls(0, model=MODEL, plan_syntax="calls")[CALL_KINDS.index("generate")].body
+    assert structured == {"intake": "RouteIntake", "assess": "AssessStatus"}
+    # the embedded model declares plans in calls: the plan is a text call held by a grammar
+    plan = calls[CALL_KINDS.index("generate")].body
     assert "tools" not in plan and plan["grammar"].startswith('root ::= "```python')
+    # and with plans in JSON, a structured call
+    plan = capture_calls(0, model=MODEL, plan_syntax="json")[CALL_KINDS.index("generate")].body
+    assert plan["tool_choice"]["function"]["name"] == "GeneratePlan" and "grammar" not in plan
     # the embedded server ignores max_completion_tokens: the body must carry max_tokens itself
     assert all(isinstance(c.body.get("max_tokens"), int) for c in calls)
     step = calls[CALL_KINDS.index("step")].body
@@ -314,7 +317,7 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
     assert "| config | threads | call | prompt tok |" in out and "wrote" in out
     data = json.loads((tmp_path / "local.json").read_text())
     assert (data["benchmark"], data["model"], data["repeats"], data["threads"]) == ("local", MODEL, 2, [1])
-    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after", "after-calls", "after-restart",
+    assert [r["config"] for r in data["results"]] == ["before", "after-cold", "after", "after-json", "after-restart",
                                                      "after-restart-states"]
     for res in data["results"]:
         assert list(res["rows"]) == ["generate", "step"]
@@ -323,14 +326,14 @@ def test_a_run_prints_the_table_and_writes_every_configuration_to_json(
         assert res["rows"]["generate"]["usable"] == 0 and "cannot read it" in res["rows"]["generate"]["problems"][0]
         assert res["rows"]["step"]["usable"] == 0 and "TODO items missing" in res["rows"]["step"]["problems"][0]
         assert res["load_before"] and res["load_after"]
-    # before, after-cold (flush before each), after, after-calls, the two restarts; 3 variants × 2 kinds each
+    # before, after-cold (flush before each), after, after-json, the two restarts; 3 variants × 2 kinds each
     assert len(fake_http.bodies) == 12 + 12 + 6 + 6 + 6 + 6
-    # before replays the full profile's JSON plan, after-cold, after and the restarts the compact one;
-    # after-calls the plan in calls, held by its grammar
+    # before replays the full profile's JSON plan, after-json the compact one; after-cold, after and the
+    # restarts the plan in calls the embedded model declares, held by its grammar
     generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 12
+    assert ["plan_action" in g["tools"][0]["function"]["parameters"]["properties"] for g in generates] == [True] * 3 + [False] * 3
     calls = [b for b in fake_http.bodies if "grammar" in b]
-    assert len(calls) == 3 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
+    assert len(calls) == 12 and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in calls)
 
 
 def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_http: _FakeHTTP, tmp_path: Path) -> None:
@@ -358,10 +361,10 @@ def test_the_sweep_changes_one_setting_at_a_time_on_the_shipped_prompts(fake_htt
     assert tunings["RAM cache (loop order)"] == {"draft_tokens": 0}  # the shipped server guessing nothing
     assert tunings["RAM cache and 4 guessed tokens (loop order)"] == {"draft_tokens": 4}  # the shipped server
     assert ServerTuning().with_(**tunings["RAM cache and 4 guessed tokens (loop order)"]) == ServerTuning()
-    # every configuration replays the compact (shipped) prompts: no plan_action field in the plan schema
-    generates = [b for b in fake_http.bodies if b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan"]
-    assert generates and not any("plan_action" in g["tools"][0]["function"]["parameters"]["properties"]
-                                 for g in generates)
+    # every configuration replays the shipped prompts: the compact profile, plans in calls
+    plans = [b for b in fake_http.bodies if "grammar" in b]
+    assert plans and all(b["messages"][0]["content"].startswith("You write a plan as Python") for b in plans)
+    assert not any(b.get("tools") and b["tools"][0]["function"]["name"] == "GeneratePlan" for b in fake_http.bodies)
 
 
 @pytest.mark.parametrize(("argv", "message"), [

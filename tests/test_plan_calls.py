@@ -23,6 +23,7 @@ from soothe_planner.planner.plan_syntax import (
     grammar_tools,
     plan_grammar,
     resolve_plan_syntax,
+    takes_grammar,
 )
 from soothe_planner.testing import ScriptedChatModel
 
@@ -140,6 +141,18 @@ def test_auto_is_calls_only_for_a_model_that_declares_it_under_the_compact_profi
     assert resolve_plan_syntax("json", declared, "compact") == "json"
     with pytest.raises(ValueError, match="'yaml'"):
         resolve_plan_syntax("yaml", declared, "compact")
+
+
+def test_the_embedded_model_declares_plans_in_calls_and_the_keys_it_uses_are_the_planners() -> None:
+    from soothe_planner.local import embedded
+    from soothe_planner.planner.prompts.profiles import PROFILE_METADATA_KEY, resolve_profile
+
+    assert (embedded.PLAN_SYNTAX_KEY, embedded.GRAMMAR_KEY) == (PLAN_SYNTAX_KEY, GRAMMAR_KEY)
+    client = embedded.local_chat_model(base_url="http://127.0.0.1:9", model="1.5b")  # no server is started
+    assert client.metadata is not None and client.metadata[PROFILE_METADATA_KEY] == "compact"
+    profile = resolve_profile("auto", client)
+    assert resolve_plan_syntax("auto", client, profile) == "calls" and takes_grammar(client)
+    assert resolve_plan_syntax("json", client, profile) == "json"  # the config can still ask for JSON
 
 
 def test_calls_under_the_full_profile_is_a_clear_error() -> None:

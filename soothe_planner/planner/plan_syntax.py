@@ -11,10 +11,10 @@ plan as calls (``parsing.plan_calls``) does not::
 
 ``planner.plan_syntax`` chooses: ``json``, ``calls``, or ``auto`` — ``calls`` when the model
 declares it (its ``metadata["soothe_plan_syntax"]``) and the compact profile is in force, else
-``json``. The embedded model declares no syntax, so it plans in JSON unless the config says
-``calls``: on it the calls plans were 2.3 times faster (``bench/RESULTS.md`` §7) and did better
-than JSON in one back-to-back run of the goal suite, but failed the README's own goal (an answer
-step put between the search and the write dropped lines), which the JSON plan writes in two steps. Only the loop's plan-generation call uses it, and only
+``json``. The embedded model declares ``calls``: on it a plan in calls is about 40% of the JSON
+plan's tokens and written in about half the time (``bench/RESULTS.md`` §7), and the goal suite
+ends the same (§6); ``plan_syntax: json`` in the config keeps JSON plans. Only the loop's
+plan-generation call uses it, and only
 when every capability offered is a tool named like a Python function (a subagent step, or a tool
 called ``web-search``, has no call form); every other call, and a plan revised through
 ``revise_plan``, stays JSON.
