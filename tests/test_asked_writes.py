@@ -98,6 +98,21 @@ def test_the_guard_neither_accepts_nor_vouches_for_done_before_the_asked_file_is
                             writers={"write_file"}) == (done, "")
 
 
+def test_a_write_of_blank_text_does_not_count_as_writing_the_asked_file(tmp_path: Path) -> None:
+    """A 1.5B wrote 400 newlines to DOCS_INDEX.md; the file existed and held none of the names."""
+    from soothe_planner.tools import make_builtin_tools
+
+    decision, acts, results = _plan(write=True)
+    blank = make_builtin_tools(tmp_path)["write_file"].invoke({"path": "FIXES.md", "content": "\n" * 40})
+    results[2] = StepResult(step_id="s3", success=True, output=blank)
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    a, why = guard_assessment(GOAL, done, decision, acts, results, plan_finished=True, writers={"write_file"})
+    assert a.status == "replan" and "the goal asks to write FIXES.md, and no completed step wrote it" in why
+    written = make_builtin_tools(tmp_path)["write_file"].invoke({"path": "FIXES.md", "content": FOUND})
+    results[2] = StepResult(step_id="s3", success=True, output=written)
+    assert guard_assessment(GOAL, done, decision, acts, results, plan_finished=True, writers={"write_file"})[0].status == "done"
+
+
 async def test_through_the_loop_the_plan_without_the_write_is_re_asked_and_the_file_written(tmp_path: Path) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "a.py").write_text("x = 1\n# FIXME: close the file\n")

@@ -6,6 +6,7 @@ a path is opened inside the workspace and never outside it, and which paths are 
 """
 
 from soothe_planner.tools.builtins import (
+    BLANK_WRITE_MARK,
     BUILTIN_TOOL_NAMES,
     COUNTING_TOOL_NAMES,
     MAX_LIST_ENTRIES,
@@ -27,6 +28,7 @@ from soothe_planner.tools.schema import tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
 
 __all__ = [
+    "BLANK_WRITE_MARK",
     "BUILTIN_TOOL_NAMES",
     "COUNTING_TOOL_NAMES",
     "MAX_LIST_ENTRIES",

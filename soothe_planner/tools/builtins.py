@@ -71,6 +71,7 @@ from soothe_planner.tools.search_words import MAX_WORD_CANDIDATES, phrase_words,
 from soothe_planner.tools.workspace import Workspace
 
 __all__ = [
+    "BLANK_WRITE_MARK",
     "BUILTIN_TOOL_NAMES",
     "COUNTING_TOOL_NAMES",
     "MAX_COUNTED_LINES",
@@ -128,6 +129,8 @@ nearest candidates, not matches (``planner/grounding.py`` checks no delivery aga
 SEARCH_STOPPED_MARK = "... (stopped at "
 """How a search cut at its limit says so: the lines it returned are not all there are (no check
 vouches for a delivery of them as every line)."""
+BLANK_WRITE_MARK = "(nothing but whitespace)"
+"""Ends a write's answer when the text it wrote was blank: the file exists but holds nothing asked for."""
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
@@ -364,7 +367,7 @@ def make_builtin_tools(
         resolved = ws.write_file(path, data)
         written.add(resolved.rel)
         if not content.strip():
-            return f"wrote {len(data)} bytes to {resolved.rel} (nothing but whitespace)"
+            return f"wrote {len(data)} bytes to {resolved.rel} {BLANK_WRITE_MARK}"
         return f"wrote {len(data)} bytes to {resolved.rel}:\n{write_echo(content)}"
 
     specs: list[tuple[Callable[..., str], str, bool]] = [
