@@ -249,7 +249,7 @@ def test_budget_moves_to_the_next_largest_section_when_one_is_not_enough() -> No
 
 
 def test_compact_briefing_replaces_the_instructions_whole_when_trimming_state_is_not_enough() -> None:
-    fields = {"goal": "g" * 950, "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
+    fields = {"goal": "g" * 880, "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
               "plan": "p" * 100, "evidence": "e" * 1000}
     prompt = build("plan-assess", "assess_system", "assess_human", fields,
                    trimmable={"evidence": "head", "plan": "head"}, budget_tokens=500)

@@ -38,7 +38,7 @@ from soothe_planner.planner.grounding import (
     ungrounded_facts,
 )
 from soothe_planner.planner.plan_rules import retries_missing_data
-from soothe_planner.planner.prompts.phases import OVERVIEW_FILES, files_overview
+from soothe_planner.planner.prompts.phases import COMPACT_ASSESS_EXCERPT, OVERVIEW_FILES, files_overview
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools, workspace_files
 from soothe_planner.wire import generation_model
@@ -280,6 +280,23 @@ async def test_the_compact_assessment_tells_an_output_repeated_whole_in_a_few_wo
     shown = await assessed(("s1", "search_text", lines, []), ("s2", None, lines[:40], ["s1"]), ("s3", "write_file", wrote, ["s1"]))
     assert "the same as" not in shown and "the whole output" not in shown
     assert '- s3 step s3\n  output: wrote' in shown and shown.count("TODO item number 0 ") == 3
+
+
+async def test_the_compact_assessment_shows_a_long_outputs_first_whole_lines_and_counts_the_rest() -> None:
+    lines = [f"notes/n{i}.md:{i}: TODO item number {i} of the list" for i in range(12)]
+    one_long_line = "x" * 500
+    decision, _acts, results = _ran(("s1", "search_text", "\n".join(lines), []), ("s2", "read_file", one_long_line, []),
+                                    ("s3", None, "short answer", ["s1", "s2"]))
+    state = LoopState(goal="g", thread_id="t1", iteration=1, current_decision=decision, step_results=results)
+    model = ScriptedChatModel(responses=[{"status": "done"}])
+    await LLMPlanner(model, settings=COMPACT).assess_status("g", state, PlanContext())
+    shown = model.calls[0].last_text
+    kept = [line for line in lines if line in shown]
+    assert kept == lines[:len(kept)] and 2 <= len(kept) < len(lines)  # whole lines, from the first
+    assert f"{kept[-1]}\n… ({len(lines) - len(kept)} more lines)" in shown
+    assert len("\n".join(kept)) <= COMPACT_ASSESS_EXCERPT
+    assert "x" * (COMPACT_ASSESS_EXCERPT - 1) + "…" in shown and "x" * COMPACT_ASSESS_EXCERPT not in shown
+    assert "- s3 step s3\n  output: short answer" in shown
 
 
 async def test_a_model_step_that_finds_no_answer_in_its_data_fails_as_missing_data() -> None:

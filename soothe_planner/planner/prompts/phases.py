@@ -64,6 +64,11 @@ __all__ = [
 ASSESS_EVIDENCE_RESULTS = 8
 """Phase 1 sees only the newest results: it judges the latest state, not the history."""
 ASSESS_EXCERPT = 300
+COMPACT_ASSESS_EXCERPT = 200
+"""The compact assessment shows an output's first whole lines within this many characters, and how
+many lines it leaves out: its time is the prompt read, most of it outputs, at 60-100 tokens a
+second on two cores; the start of an output tells what a step found, and the checks in code read
+every line (``grounding``)."""
 GENERATE_EXCERPT = 800
 CONVERSATION_MESSAGES = 10
 
@@ -218,10 +223,29 @@ def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Seque
             body = repeated
             if tools.get(r.step_id) == WRITE_TOOL_NAME:  # the path and the text written are in the output
                 what = WRITE_TOOL_NAME
-        elif len(body) > ASSESS_EXCERPT:
-            body = body[: ASSESS_EXCERPT - 1] + "…"
+        else:
+            body = _first_lines(body, COMPACT_ASSESS_EXCERPT)
         lines.append(f"- {r.step_id} {what}\n  output: {body or '(empty)'}")
     return escape_data("\n".join(lines))
+
+
+def _first_lines(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters; else its first whole lines that do (or the start
+    of the first line) and how many lines are left out."""
+    if len(text) <= limit:
+        return text
+    lines = text.splitlines()
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        size += len(line) + 1
+        if size > limit:
+            break
+        kept.append(line)
+    if not kept:
+        return text[: limit - 1] + "…"
+    left = len(lines) - len(kept)
+    return "\n".join(kept) + f"\n… ({left} more line{'' if left == 1 else 's'})"
 
 
 def _repeated(result: StepResult, tool: str | None, shown: dict[str, list[str]]) -> str | None:
