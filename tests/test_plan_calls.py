@@ -237,7 +237,9 @@ async def test_a_server_that_takes_a_grammar_gets_the_plans_grammar_in_the_reque
     assert gen.decision is not None and len(gen.decision.steps) == 3
     body = seen[0]
     assert "tools" not in body and body["max_tokens"] == 512
-    assert body["grammar"].startswith('root ::= "```python\\n" step{1,8}') and '"write_file("' in body["grammar"]
+    # the goal names a file nothing has written: the plan's last line must call write_file
+    assert body["grammar"].startswith('root ::= "```python\\n" step{0,7} last "```"\nlast ::= sid " = " t-write-file-')
+    assert '"write_file("' in body["grammar"]
 
 
 def _continue() -> Any:
@@ -251,3 +253,35 @@ def test_ctx_builtins_have_schemas_for_positional_arguments(tmp_path: Path) -> N
     assert isinstance(ctx, PlanContext)
     schemas = {c.name: c.args_schema for c in ctx.available_capabilities}
     assert next(iter(schemas["search_text"]["properties"])) == "pattern"
+
+
+def test_a_plan_grammar_can_require_its_last_line_to_call_one_tool() -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    tools = [("search_text", ["pattern", "path"]), ("write_file", ["path", "content"]), ("answer", ["task"])]
+    free, owed = plan_grammar(tools, 4), plan_grammar(tools, 4, ends_with="write_file")
+    assert free.startswith('root ::= "```python\\n" step{1,4} "```"') and "last ::=" not in free
+    assert owed.startswith('root ::= "```python\\n" step{0,3} last "```"\nlast ::= sid " = " t-write-file-1 "\\n"')
+    assert llama_cpp.LlamaGrammar.from_string(owed, verbose=False) is not None
+    with pytest.raises(ValueError, match="'read_file' is not among the tools"):
+        plan_grammar(tools, 4, ends_with="read_file")
+
+
+async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finished_has_written(tmp_path: Path) -> None:
+    from soothe_planner.dag import PlanManager
+    from soothe_planner.models import AgentDecision, StepAction, StepResult
+    from soothe_planner.planner.llm_planner import _write_owed
+
+    ctx, _ = tool_context(tmp_path)
+    goal = "write the TODO lines to TODO_REPORT.md"
+    assert _write_owed(goal, ctx, None) == "write_file"
+    assert _write_owed("Which lines mention TODO?", ctx, None) is None
+    read_only = ctx.model_copy(update={"available_capabilities": [c for c in ctx.available_capabilities
+                                                                  if c.name != "write_file"]})
+    assert _write_owed(goal, read_only, None) is None
+    pm = PlanManager(goal)
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
+                                              args={"path": "TODO_REPORT.md", "content": "x"})]), 0)
+    assert _write_owed(goal, ctx, pm) == "write_file"  # planned, not yet written
+    pm.mark_started("s1")
+    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes to TODO_REPORT.md:\nx")])
+    assert _write_owed(goal, ctx, pm) is None

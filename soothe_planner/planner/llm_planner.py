@@ -69,6 +69,7 @@ from soothe_planner.planner.generation import (
     readers,
 )
 from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note, unrelayed_lines
+from soothe_planner.planner.plan_rules import unwritten_files, writing_tools
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
@@ -102,6 +103,16 @@ def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None
     done = {r.step_id for r in state.step_results}
     unfinished = [s for s in state.current_decision.steps if s.id not in done]
     return state.current_decision if unfinished else None
+
+
+def _write_owed(goal: str, context: PlanContext, pm: PlanManager | None) -> str | None:
+    """The write tool, when the goal names a file that no finished step has written and that tool
+    is offered: a plan must end writing it (``plan_rules.never_writes_asked_file``), so a plan in
+    calls is held to end with it. None otherwise."""
+    if WRITE_TOOL_NAME not in writing_tools(context.available_capabilities):
+        return None
+    earlier = [n for n in pm.nodes if n.status == "completed"] if pm is not None else []
+    return WRITE_TOOL_NAME if unwritten_files(goal, earlier, writing_tools(context.available_capabilities)) else None
 
 
 def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:
@@ -390,7 +401,7 @@ class LLMPlanner(SyncPlannerMethods):
             if calls:
                 existing = [n.id for n in pm.nodes] if pm is not None else []
                 grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps,
-                                       existing)
+                                       existing, ends_with=_write_owed(goal, context, pm))
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
                     parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",

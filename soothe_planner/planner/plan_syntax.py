@@ -92,16 +92,29 @@ def _params(schema: Mapping[str, Any] | None) -> list[str]:
     return [name for name in props if isinstance(name, str) and name.isidentifier()]
 
 
-def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, existing_ids: Collection[str] = ()) -> str:
+def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, existing_ids: Collection[str] = (),
+                 *, ends_with: str | None = None) -> str:
     """A GBNF grammar for a plan of 1..``max_steps`` lines ``sN = tool(...)`` over ``tools``
     (``(name, parameter names)`` pairs, the model step's ``answer`` among them); a step may also
-    name an earlier plan's step (``existing_ids``, those written as identifiers)."""
+    name an earlier plan's step (``existing_ids``, those written as identifiers).
+
+    ``ends_with`` (one of ``tools``): the last line must call it. The planner asks for the write
+    tool when the goal names a file that nothing has written yet, which the plan rules require
+    anyway: a 1.5B closed its plan after an answer step "...in TODO_SUMMARY_5.md", and the re-ask
+    cost a call that the grammar saves."""
     earlier = sorted(i for i in existing_ids if i.isidentifier() and not re.fullmatch(r"s[1-9][0-9]?", i))
+    rules = {name: f"t-{_RULE_SAFE.sub('-', name.lower())}-{i}" for i, (name, _) in enumerate(tools)}
+    n = max(1, max_steps)
+    if ends_with is not None and ends_with not in rules:
+        raise ValueError(f"plan_grammar: ends_with {ends_with!r} is not among the tools {sorted(rules)}")
+    root = (f'root ::= "```python\\n" step{{0,{n - 1}}} last "```"' if ends_with is not None
+            else f'root ::= "```python\\n" step{{1,{n}}} "```"')
     lines = [
-        f'root ::= "```python\\n" step{{1,{max(1, max_steps)}}} "```"',
+        root,
+        *([f'last ::= sid " = " {rules[ends_with]} "\\n"'] if ends_with is not None else []),
         'step ::= sid " = " call "\\n"',
         'sid ::= "s" [1-9] [0-9]?' + "".join(f" | {_literal(i)}" for i in earlier),
-        "call ::= " + " | ".join(f"t-{_RULE_SAFE.sub('-', name.lower())}-{i}" for i, (name, _) in enumerate(tools)),
+        "call ::= " + " | ".join(rules.values()),
         'deps ::= sid (", " sid){0,7}',
         'value ::= string | fstring | number | "True" | "False" | "None" | sid | list',
         f'list ::= "[" (value (", " value){{0,{LIST_ITEMS - 1}}})? "]"',
@@ -111,8 +124,8 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, exi
         'fchar ::= [^"\\\\\\n{}] | "\\\\" ["\\\\nt]',
         'number ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?',
     ]
-    for i, (name, params) in enumerate(tools):
-        rule = f"t-{_RULE_SAFE.sub('-', name.lower())}-{i}"
+    for name, params in tools:
+        rule = rules[name]
         if params:
             kw = f"{rule}-kw"
             lines.append(f"{kw} ::= (" + " | ".join(_literal(p) for p in params) + ') "=" value')
