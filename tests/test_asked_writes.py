@@ -71,6 +71,10 @@ def test_a_plan_that_never_writes_the_asked_file_is_refused_unless_an_earlier_st
     # written by a finished step of an earlier plan: a follow-up plan need not write it again
     earlier = PlanStep(id="w1", description="write", tool="write_file", args={"path": "FIXES.md"}, status="completed")
     assert never_writes_asked_file(GOAL, decision, [earlier], CAPS) == []
+    # nor by one whose write was blank: the file holds nothing asked for, so the write is still owed
+    blank = earlier.model_copy(update={"result": StepResult(step_id="w1", success=True,
+                                                            output="wrote 3 bytes to FIXES.md (nothing but whitespace)")})
+    assert never_writes_asked_file(GOAL, decision, [blank], CAPS) != []
     # a read of the file is not a write of it
     read = StepAction(id="s3", description="read", tool="search_text", args={"pattern": "x", "path": "FIXES.md"})
     assert never_writes_asked_file(GOAL, AgentDecision(steps=[*decision.steps, read]), [], CAPS) != []

@@ -285,3 +285,11 @@ async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finish
     pm.mark_started("s1")
     pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes to TODO_REPORT.md:\nx")])
     assert _write_owed(goal, ctx, pm) is None
+    # a blank write made the file but not what was asked: the write is still owed
+    blank = PlanManager(goal)
+    blank.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
+                                                 args={"path": "TODO_REPORT.md", "content": " "})]), 0)
+    blank.mark_started("s1")
+    blank.record_step_outcomes([StepResult(step_id="s1", success=True,
+                                           output="wrote 1 bytes to TODO_REPORT.md (nothing but whitespace)")])
+    assert _write_owed(goal, ctx, blank) == "write_file"

@@ -69,7 +69,7 @@ from soothe_planner.planner.generation import (
     readers,
 )
 from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note, unrelayed_lines
-from soothe_planner.planner.plan_rules import unwritten_files, writing_tools
+from soothe_planner.planner.plan_rules import finished_steps, unwritten_files, writing_tools
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
@@ -109,10 +109,11 @@ def _write_owed(goal: str, context: PlanContext, pm: PlanManager | None) -> str 
     """The write tool, when the goal names a file that no finished step has written and that tool
     is offered: a plan must end writing it (``plan_rules.never_writes_asked_file``), so a plan in
     calls is held to end with it. None otherwise."""
-    if WRITE_TOOL_NAME not in writing_tools(context.available_capabilities):
+    writers = writing_tools(context.available_capabilities)
+    if WRITE_TOOL_NAME not in writers:
         return None
-    earlier = [n for n in pm.nodes if n.status == "completed"] if pm is not None else []
-    return WRITE_TOOL_NAME if unwritten_files(goal, earlier, writing_tools(context.available_capabilities)) else None
+    earlier = finished_steps(pm.nodes) if pm is not None else []
+    return WRITE_TOOL_NAME if unwritten_files(goal, earlier, writers) else None
 
 
 def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:

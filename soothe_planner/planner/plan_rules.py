@@ -21,10 +21,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
+from soothe_planner.tools import BLANK_WRITE_MARK
 
-__all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "never_writes_asked_file",
-           "repeats_finished_work",
-           "retries_missing_data", "unwritten_files", "writes_not_asked_for", "writes_path",
+__all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
+           "never_writes_asked_file", "repeats_finished_work", "retries_missing_data", "unwritten_files",
+           "writes_not_asked_for", "writes_path",
            "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
@@ -70,13 +71,20 @@ def unwritten_files(
     return [name for name in wanted if not any(writes_path(p, name) for p in written)]
 
 
+def finished_steps(nodes: Sequence[PlanStep]) -> list[PlanStep]:
+    """The completed steps of ``nodes``, less those that wrote blank text (``tools.BLANK_WRITE_MARK``):
+    the file such a write made holds nothing the goal asked for, so its write is still owed."""
+    return [n for n in nodes if n.status == "completed"
+            and not (n.result is not None and n.result.output.rstrip().endswith(BLANK_WRITE_MARK))]
+
+
 def never_writes_asked_file(
     goal: str, decision: AgentDecision, nodes: Sequence[PlanStep], capabilities: Mapping[str, Capability] | None
 ) -> list[str]:
     """A plan for a goal that asks for a named file, which neither it nor a finished earlier step writes."""
     if not capabilities:
         return []
-    earlier = [n for n in nodes if n.status == "completed"]
+    earlier = finished_steps(nodes)
     missing = unwritten_files(goal, [*decision.steps, *earlier], writing_tools(capabilities.values()))
     return [f"the goal asks to write {name}, and no step writes it: end the plan with the write, "
             f"for example write_file(path=\"{name}\", content=...)" for name in missing]
