@@ -269,22 +269,22 @@ def test_a_plan_grammar_can_require_its_last_line_to_call_one_tool() -> None:
 async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finished_has_written(tmp_path: Path) -> None:
     from soothe_planner.dag import PlanManager
     from soothe_planner.models import AgentDecision, StepAction, StepResult
-    from soothe_planner.planner.llm_planner import _write_owed
+    from soothe_planner.planner.plan_rules import write_owed
 
     ctx, _ = tool_context(tmp_path)
     goal = "write the TODO lines to TODO_REPORT.md"
-    assert _write_owed(goal, ctx, None) == "write_file"
-    assert _write_owed("Which lines mention TODO?", ctx, None) is None
+    assert write_owed(goal, [], ctx.available_capabilities) == "write_file"
+    assert write_owed("Which lines mention TODO?", [], ctx.available_capabilities) is None
     read_only = ctx.model_copy(update={"available_capabilities": [c for c in ctx.available_capabilities
                                                                   if c.name != "write_file"]})
-    assert _write_owed(goal, read_only, None) is None
+    assert write_owed(goal, [], read_only.available_capabilities) is None
     pm = PlanManager(goal)
     pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
                                               args={"path": "TODO_REPORT.md", "content": "x"})]), 0)
-    assert _write_owed(goal, ctx, pm) == "write_file"  # planned, not yet written
+    assert write_owed(goal, pm.nodes, ctx.available_capabilities) == "write_file"  # planned, not yet written
     pm.mark_started("s1")
     pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes to TODO_REPORT.md:\nx")])
-    assert _write_owed(goal, ctx, pm) is None
+    assert write_owed(goal, pm.nodes, ctx.available_capabilities) is None
     # a blank write made the file but not what was asked: the write is still owed
     blank = PlanManager(goal)
     blank.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
@@ -292,4 +292,4 @@ async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finish
     blank.mark_started("s1")
     blank.record_step_outcomes([StepResult(step_id="s1", success=True,
                                            output="wrote 1 bytes to TODO_REPORT.md (nothing but whitespace)")])
-    assert _write_owed(goal, ctx, blank) == "write_file"
+    assert write_owed(goal, blank.nodes, ctx.available_capabilities) == "write_file"

@@ -61,12 +61,12 @@ from soothe_planner.models import (
 from soothe_planner.parsing import is_count_task
 from soothe_planner.planner.plan_rules import files_to_write, unwritten_files, writes_path, writing_tools
 from soothe_planner.tools import (
-    BLANK_WRITE_MARK,
     COUNTING_TOOL_NAMES,
     NEAREST_LINES_MARK,
     SEARCH_STOPPED_MARK,
     SEARCH_TOOL_NAME,
     WRITE_TOOL_NAME,
+    wrote_blank,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +120,7 @@ def guard_assessment(
     """
     dropped = unrelayed_lines(goal, decision, nodes, results, writers)
     # a write of blank text made the file, not what the goal asked to be in it
-    completed = {r.step_id for r in results if r.success and not r.output.rstrip().endswith(BLANK_WRITE_MARK)}
+    completed = {r.step_id for r in results if r.success and not wrote_blank(r.output)}
     unwritten = unwritten_files(goal, nodes, writers, completed) if writers is not None else []
     if a.status == "done":
         step_id, missing = ungrounded_facts(goal, decision, nodes, results)

@@ -44,7 +44,7 @@ from collections.abc import Callable
 from langchain_core.language_models import BaseChatModel
 
 from soothe_planner.concurrency import ConcurrencyController
-from soothe_planner.dag import PlanManager, latest_results
+from soothe_planner.dag import PlanManager
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
@@ -69,8 +69,9 @@ from soothe_planner.planner.generation import (
     readers,
 )
 from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note, unrelayed_lines
-from soothe_planner.planner.plan_rules import finished_steps, unwritten_files, writing_tools
+from soothe_planner.planner.plan_rules import write_owed
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
+from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
@@ -92,53 +93,6 @@ __all__ = ["LLMPlanner"]
 logger = logging.getLogger("soothe_planner.planner")
 
 PlanManagerFactory = Callable[[str, PlanContext], PlanManager]
-
-
-def _in_flight(state: LoopState, pm: PlanManager | None) -> AgentDecision | None:
-    """The decision still running: the manager's unfinished steps, or the state's current batch."""
-    if pm is not None:
-        return pm.in_flight_decision()
-    if state.current_decision is None:
-        return None
-    done = {r.step_id for r in state.step_results}
-    unfinished = [s for s in state.current_decision.steps if s.id not in done]
-    return state.current_decision if unfinished else None
-
-
-def _write_owed(goal: str, context: PlanContext, pm: PlanManager | None) -> str | None:
-    """The write tool, when the goal names a file that no finished step has written and that tool
-    is offered: a plan must end writing it (``plan_rules.never_writes_asked_file``), so a plan in
-    calls is held to end with it. None otherwise."""
-    writers = writing_tools(context.available_capabilities)
-    if WRITE_TOOL_NAME not in writers:
-        return None
-    earlier = finished_steps(pm.nodes) if pm is not None else []
-    return WRITE_TOOL_NAME if unwritten_files(goal, earlier, writers) else None
-
-
-def _has_plan(state: LoopState, pm: PlanManager | None) -> bool:
-    return bool(pm is not None and pm.nodes) or state.current_decision is not None or state.previous_plan is not None
-
-
-def _direct_failures(state: LoopState, pm: PlanManager | None) -> list[str]:
-    """Steps of the last decision that failed for good (not blocked, not waiting for a retry)."""
-    if state.iteration < 1 or state.current_decision is None:
-        return []
-    last = {s.id for s in state.current_decision.steps}
-    ids = [r.step_id for r in latest_results(state.step_results)
-           if r.step_id in last and not r.success and r.error_type != "blocked"]
-    if pm is not None:
-        ids = [i for i in ids if i in pm and pm.node(i).status == "failed"]
-    return ids
-
-
-def _plan_progress(state: LoopState, pm: PlanManager | None) -> float:
-    """The share of the plan's steps that completed: the progress of an assessment that did not say."""
-    if pm is not None:
-        return pm.progress()
-    steps = state.current_decision.steps if state.current_decision is not None else []
-    ok = {r.step_id for r in latest_results(state.step_results) if r.success}
-    return sum(s.id in ok for s in steps) / len(steps) if steps else 0.0
 
 
 class LLMPlanner(SyncPlannerMethods):
@@ -254,12 +208,12 @@ class LLMPlanner(SyncPlannerMethods):
         if fresh and (state.continuation or state.intake == "simple"):
             why = "follow-up turn: the continuation check decides" if state.continuation else "simple intake"
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0, summary=f"nothing to assess yet ({why})")
-        if fresh and self.settings.reject_done_at_iteration_zero and not _has_plan(state, pm):
+        if fresh and self.settings.reject_done_at_iteration_zero and not has_plan(state, pm):
             # The guard would turn 'done' into 'continue', and with no plan 'replan' means the same:
             # the only answer the call could give is known, so it is not asked.
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
                                     summary="nothing to assess yet (no evidence and no plan)")
-        failed = _direct_failures(state, pm) if self.settings.replan_on_failure_without_assessment else []
+        failed = direct_failures(state, pm) if self.settings.replan_on_failure_without_assessment else []
         if failed:
             prev = state.previous_assessment
             logger.info("plan-assess: %s failed in the last plan; 'replan' without a call", ", ".join(failed))
@@ -287,7 +241,7 @@ class LLMPlanner(SyncPlannerMethods):
             )
         a = outcome.value
         if self.settings.prompt_profile == "compact":  # its schema asks for the status alone (AssessStatus)
-            a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else _plan_progress(state, pm)})
+            a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(state, pm)})
         if self._grounding_required():
             nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
             finished = pm is not None and not pm.has_unfinished()
@@ -320,7 +274,7 @@ class LLMPlanner(SyncPlannerMethods):
             if cont.action == "bootstrap":
                 terminal, max_steps = True, 1
                 instruction = "This follow-up builds on earlier work: answer it with exactly one step."
-        in_flight = _in_flight(state, pm)
+        in_flight = running_decision(state, pm)
         replace = assessment.status == "replan"
         try:
             gen = await self._generation_call(
@@ -402,7 +356,8 @@ class LLMPlanner(SyncPlannerMethods):
             if calls:
                 existing = [n.id for n in pm.nodes] if pm is not None else []
                 grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps,
-                                       existing, ends_with=_write_owed(goal, context, pm))
+                                       existing, ends_with=write_owed(goal, pm.nodes if pm is not None else [],
+                                                                      context.available_capabilities))
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
                     parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",

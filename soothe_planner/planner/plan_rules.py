@@ -21,11 +21,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
-from soothe_planner.tools import BLANK_WRITE_MARK
+from soothe_planner.tools import WRITE_TOOL_NAME, wrote_blank
 
 __all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
            "never_writes_asked_file", "repeats_finished_work", "retries_missing_data", "unwritten_files",
-           "writes_not_asked_for", "writes_path",
+           "write_owed", "writes_not_asked_for", "writes_path",
            "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
@@ -74,8 +74,17 @@ def unwritten_files(
 def finished_steps(nodes: Sequence[PlanStep]) -> list[PlanStep]:
     """The completed steps of ``nodes``, less those that wrote blank text (``tools.BLANK_WRITE_MARK``):
     the file such a write made holds nothing the goal asked for, so its write is still owed."""
-    return [n for n in nodes if n.status == "completed"
-            and not (n.result is not None and n.result.output.rstrip().endswith(BLANK_WRITE_MARK))]
+    return [n for n in nodes if n.status == "completed" and not (n.result is not None and wrote_blank(n.result.output))]
+
+
+def write_owed(goal: str, nodes: Sequence[PlanStep], capabilities: Iterable[Capability]) -> str | None:
+    """``WRITE_TOOL_NAME`` when that tool is offered and the goal names a file no finished step of
+    ``nodes`` has written: a new plan must write it (``never_writes_asked_file``), so a plan in
+    calls is held to end with it (``plan_syntax.plan_grammar``). None otherwise."""
+    writers = writing_tools(capabilities)
+    if WRITE_TOOL_NAME not in writers:
+        return None
+    return WRITE_TOOL_NAME if unwritten_files(goal, finished_steps(nodes), writers) else None
 
 
 def never_writes_asked_file(

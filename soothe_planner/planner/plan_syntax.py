@@ -99,22 +99,22 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, exi
     name an earlier plan's step (``existing_ids``, those written as identifiers).
 
     ``ends_with`` (one of ``tools``): the last line must call it. The planner asks for the write
-    tool when the goal names a file that nothing has written yet, which the plan rules require
-    anyway: a 1.5B closed its plan after an answer step "...in TODO_SUMMARY_5.md", and the re-ask
-    cost a call that the grammar saves."""
+    tool when the goal names a file that nothing has written yet (``plan_rules.write_owed``): the
+    plan rules refuse a plan without that write anyway, and each refusal costs a re-ask."""
     earlier = sorted(i for i in existing_ids if i.isidentifier() and not re.fullmatch(r"s[1-9][0-9]?", i))
-    rules = {name: f"t-{_RULE_SAFE.sub('-', name.lower())}-{i}" for i, (name, _) in enumerate(tools)}
+    rules = [f"t-{_RULE_SAFE.sub('-', name.lower())}-{i}" for i, (name, _) in enumerate(tools)]
+    names = [name for name, _ in tools]
     n = max(1, max_steps)
-    if ends_with is not None and ends_with not in rules:
-        raise ValueError(f"plan_grammar: ends_with {ends_with!r} is not among the tools {sorted(rules)}")
+    if ends_with is not None and ends_with not in names:
+        raise ValueError(f"plan_grammar: ends_with {ends_with!r} is not among the tools {sorted(names)}")
     root = (f'root ::= "```python\\n" step{{0,{n - 1}}} last "```"' if ends_with is not None
             else f'root ::= "```python\\n" step{{1,{n}}} "```"')
     lines = [
         root,
-        *([f'last ::= sid " = " {rules[ends_with]} "\\n"'] if ends_with is not None else []),
+        *([f'last ::= sid " = " {rules[names.index(ends_with)]} "\\n"'] if ends_with is not None else []),
         'step ::= sid " = " call "\\n"',
         'sid ::= "s" [1-9] [0-9]?' + "".join(f" | {_literal(i)}" for i in earlier),
-        "call ::= " + " | ".join(rules.values()),
+        "call ::= " + " | ".join(rules),
         'deps ::= sid (", " sid){0,7}',
         'value ::= string | fstring | number | "True" | "False" | "None" | sid | list',
         f'list ::= "[" (value (", " value){{0,{LIST_ITEMS - 1}}})? "]"',
@@ -124,8 +124,7 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, exi
         'fchar ::= [^"\\\\\\n{}] | "\\\\" ["\\\\nt]',
         'number ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?',
     ]
-    for name, params in tools:
-        rule = rules[name]
+    for rule, (name, params) in zip(rules, tools, strict=True):
         if params:
             kw = f"{rule}-kw"
             lines.append(f"{kw} ::= (" + " | ".join(_literal(p) for p in params) + ') "=" value')

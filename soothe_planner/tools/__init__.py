@@ -23,6 +23,7 @@ from soothe_planner.tools.builtins import (
     resolve_in_workspace,
     workspace_files,
     write_echo,
+    wrote_blank,
 )
 from soothe_planner.tools.schema import tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
@@ -48,4 +49,5 @@ __all__ = [
     "tool_args_schema",
     "workspace_files",
     "write_echo",
+    "wrote_blank",
 ]

@@ -90,6 +90,7 @@ __all__ = [
     "resolve_in_workspace",
     "workspace_files",
     "write_echo",
+    "wrote_blank",
 ]
 
 MAX_READ_CHARS = 20_000
@@ -131,6 +132,11 @@ SEARCH_STOPPED_MARK = "... (stopped at "
 vouches for a delivery of them as every line)."""
 BLANK_WRITE_MARK = "(nothing but whitespace)"
 """Ends a write's answer when the text it wrote was blank: the file exists but holds nothing asked for."""
+
+
+def wrote_blank(output: str) -> bool:
+    """Whether a step's output is a write's answer for blank text (``BLANK_WRITE_MARK``)."""
+    return output.rstrip().endswith(BLANK_WRITE_MARK)
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
