@@ -45,9 +45,13 @@ def _capabilities() -> tuple[Any, ...]:
 
 def _step_cap(body: dict[str, Any]) -> int:
     """The most steps the request's plan schema (or plan grammar) allows, as the planner set it."""
-    grammar = re.search(r"^root ::= .*?step\{1,(\d+)\}", str((body or {}).get("grammar", "")), re.M)
+    text = str((body or {}).get("grammar", ""))
+    grammar = re.search(r"^root ::= .*?step\{1,(\d+)\}", text, re.M)
     if grammar:
         return int(grammar.group(1))
+    owed = re.search(r"^root ::= .*?step\{0,(\d+)\} last ", text, re.M)  # held to end with a write
+    if owed:
+        return int(owed.group(1)) + 1
     tools = body.get("tools") or []
     fmt = body.get("response_format") or {}
     schema = tools[0]["function"].get("parameters") if tools else (fmt.get("json_schema") or {}).get("schema")

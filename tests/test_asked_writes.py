@@ -41,13 +41,60 @@ FOUND = "src/a.py:3: # FIXME: close the file\nsrc/b.py:9: # FIXME: handle None"
     ("Save a summary of docs/intro.md as notes/summary.md.", ["notes/summary.md"]),
     ("Copy the licence line from README.md into `LICENSE_LINE.txt`", ["LICENSE_LINE.txt"]),
     ("Which setting in config/app.toml sets the timeout?", []),  # a question names files to read
-    ("Summarise the FIXME lines in FIXES.md", []),  # no verb of writing: not judged here
+    ("Summarise the FIXME lines in FIXES.md", []),  # "in" names a file to write only with a workspace to look in
     ("Write a short poem about the sea", []),  # nothing named
     ("Search in src/app.py, compare it to lib/app.py and write the result to OUT.md", ["OUT.md"]),
     ("Compare a.py to b.py and save the differences into DIFF.md", ["DIFF.md"]),
 ])
 def test_the_files_a_goal_asks_to_write_are_the_file_names_after_to_into_or_named(goal: str, files: list[str]) -> None:
     assert files_to_write(goal) == files
+
+
+def test_a_new_file_named_after_in_is_asked_for_only_where_the_workspace_says_it_is_new(tmp_path: Path) -> None:
+    """The 1.5B planned "Summarise the TODO lines ... by file in TODO_SUMMARY.md" as a search and an
+    answer: nothing read "in" as naming the file to write, so nothing held the plan to the write."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("# TODO: x\n")
+    (tmp_path / "README.md").write_text("# app\n")
+    ws = str(tmp_path)
+    summary = "Summarise the TODO lines of the workspace by file in TODO_SUMMARY.md"
+    assert files_to_write(summary, ws) == ["TODO_SUMMARY.md"]
+    assert files_to_write(summary) == []  # no workspace to look in: not read
+    # a file the workspace has is read, not written, wherever it sits
+    assert files_to_write("Summarise the TODO lines in src/app.py", ws) == []
+    assert files_to_write("Summarise the TODO lines in app.py", ws) == []
+    assert files_to_write("List the headings in README.md", ws) == []
+    # not a file's name, no verb that makes something, or a target named the usual way
+    assert files_to_write("List the changes in v2.3.1", ws) == []
+    assert files_to_write("List the rows in CSV", ws) == []
+    assert files_to_write("Which function in helpers.py parses dates?", ws) == []
+    assert files_to_write("Write a hello world in Node.js to hello.js", ws) == ["hello.js"]
+    # once the run wrote it, it exists, and it stays asked for as long as a step of the run writes it
+    (tmp_path / "TODO_SUMMARY.md").write_text("src/app.py: x\n")
+    assert files_to_write(summary, ws) == []
+    assert files_to_write(summary, ws, written=["./TODO_SUMMARY.md"]) == ["TODO_SUMMARY.md"]
+    # a workspace that cannot be listed: not read
+    assert files_to_write(summary, str(tmp_path / "missing")) == []
+
+
+def test_the_guard_and_the_plan_rules_hold_a_goal_to_the_file_it_names_with_in(tmp_path: Path) -> None:
+    goal = "Summarise the FIXME lines by file in FIXES.md"
+    decision, acts, results = _plan(write=False)
+    ws = str(tmp_path)
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    a, why = guard_assessment(goal, done, decision, acts, results, plan_finished=True, writers={"write_file"},
+                              workspace=ws)
+    assert a.status == "replan" and "the goal asks to write FIXES.md, and no completed step wrote it" in why
+    assert guard_assessment(goal, done, decision, acts, results, plan_finished=True,
+                            writers={"write_file"})[0].status == "done"  # without the workspace, as before
+    assert never_writes_asked_file(goal, decision, [], CAPS, ws) != []
+    decision, acts, results = _plan(write=True)
+    (tmp_path / "FIXES.md").write_text(FOUND)  # what s3 wrote: the file exists now, and is the run's own
+    assert never_writes_asked_file(goal, decision, [], CAPS, ws) == []
+    assert guard_assessment(goal, done, decision, acts, results, plan_finished=True, writers={"write_file"},
+                            workspace=ws) == (done, "")
+    failed = PlanStep(id="w1", description="write", tool="write_file", args={"path": "FIXES.md"}, status="failed")
+    assert unwritten_files(goal, [], {"write_file"}, workspace=ws, run=[failed]) == ["FIXES.md"]
 
 
 def _plan(*, write: bool) -> tuple[AgentDecision, list[StepAction], list[StepResult]]:
@@ -132,6 +179,22 @@ async def test_through_the_loop_the_plan_without_the_write_is_re_asked_and_the_f
     assert "FIXME: close the file" in (tmp_path / "FIXES.md").read_text()
     reask = model.calls[1].messages[-1].content
     assert "the goal asks to write FIXES.md, and no step writes it" in reask
+
+
+async def test_through_the_loop_a_goal_naming_its_file_with_in_gets_the_file_written(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n# FIXME: close the file\n")
+    ctx, executor = tool_context(tmp_path)
+    no_write = {"steps": [typed_step("s1", "search_text", {"pattern": "FIXME", "path": "."}),
+                          typed_step("s2", "answer", {"task": "summarise the FIXME lines by file"}, "s1")]}
+    with_write = {"steps": [*no_write["steps"],
+                            typed_step("s3", "write_file", {"path": "FIXES.md", "content": "{{s2.output}}"}, "s2")]}
+    model = ScriptedChatModel(responses=[no_write, with_write, "src/a.py: close the file", {"status": "done"}])
+    final = await run_compact(model, executor, ctx, "Summarise the FIXME lines by file in FIXES.md",
+                              thread_id="t1", max_iterations=2)
+    assert final["status"] == "done" and model.remaining == 0
+    assert (tmp_path / "FIXES.md").read_text() == "src/a.py: close the file"
+    assert "the goal asks to write FIXES.md, and no step writes it" in model.calls[1].messages[-1].content
 
 
 def test_a_final_answer_step_that_names_the_asked_file_is_refused_unless_a_write_takes_its_output() -> None:

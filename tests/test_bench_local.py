@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import re
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -143,6 +144,9 @@ def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_
     # the embedded model declares plans in calls: the plan is a text call held by a grammar
     plan = calls[CALL_KINDS.index("generate")].body
     assert "tools" not in plan and plan["grammar"].startswith('root ::= "```python')
+    # the goal names its report with "in" ("... by file in TODO_SUMMARY.md"), a file the workspace
+    # lacks: the plan is held to end with the write
+    assert re.search(r'^last ::= sid " = " t-write-file-\d+ ', plan["grammar"], re.M)
     # and with plans in JSON, a structured call
     plan = capture_calls(0, model=MODEL, plan_syntax="json")[CALL_KINDS.index("generate")].body
     assert plan["tool_choice"]["function"]["name"] == "GeneratePlan" and "grammar" not in plan

@@ -293,3 +293,9 @@ async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finish
     blank.record_step_outcomes([StepResult(step_id="s1", success=True,
                                            output="wrote 1 bytes to TODO_REPORT.md (nothing but whitespace)")])
     assert write_owed(goal, blank.nodes, ctx.available_capabilities) == "write_file"
+    # a file named with "in" is owed only where the workspace, looked in, says it is new
+    summary = "Summarise the TODO lines by file in TODO_SUMMARY.md"
+    assert write_owed(summary, [], ctx.available_capabilities) is None
+    assert write_owed(summary, [], ctx.available_capabilities, str(tmp_path)) == "write_file"
+    (tmp_path / "TODO_SUMMARY.md").write_text("kept from before\n")
+    assert write_owed(summary, [], ctx.available_capabilities, str(tmp_path)) is None

@@ -121,14 +121,15 @@ def decision_validator(
         if len(gen.decision.steps) > max_steps:
             return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
         if compact:
-            unwritten = never_writes_asked_file(goal, gen.decision, pm.nodes if pm is not None else [], by_name)
+            nodes = pm.nodes if pm is not None else []
+            unwritten = never_writes_asked_file(goal, gen.decision, nodes, by_name, context.workspace)
             problems = [p for p in (ends_in_gathering(gen.decision, by_name),
                                     *writes_not_asked_for(goal, gen.decision, by_name),
                                     # a plan with no write of the file at all is told that, once
-                                    *(unwritten or answers_meant_as_writes(goal, gen.decision, by_name)),
-                                    *retries_missing_data(gen.decision, pm.nodes if pm is not None else []),
-                                    *(repeats_finished_work(gen.decision, pm.nodes if pm is not None else [])
-                                      if greedy else []))
+                                    *(unwritten or answers_meant_as_writes(goal, gen.decision, by_name,
+                                                                           context.workspace, nodes)),
+                                    *retries_missing_data(gen.decision, nodes),
+                                    *(repeats_finished_work(gen.decision, nodes) if greedy else []))
                         if p]
             if problems:
                 return problems

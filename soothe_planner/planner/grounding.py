@@ -59,7 +59,13 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.parsing import is_count_task
-from soothe_planner.planner.plan_rules import files_to_write, unwritten_files, writes_path, writing_tools
+from soothe_planner.planner.plan_rules import (
+    files_to_write,
+    paths_written,
+    unwritten_files,
+    writes_path,
+    writing_tools,
+)
 from soothe_planner.tools import (
     COUNTING_TOOL_NAMES,
     NEAREST_LINES_MARK,
@@ -107,6 +113,7 @@ def guard_assessment(
     *,
     plan_finished: bool,
     writers: Collection[str] | None = None,
+    workspace: str | None = None,
 ) -> tuple[StatusAssessment, str]:
     """``(the assessment as the rules leave it, why it changed or "")``.
 
@@ -116,12 +123,13 @@ def guard_assessment(
     ``grounded_answer`` vouches for, or whose write ``relayed_every_line`` vouches for, and which
     left out no such line, becomes "done". With
     ``writers`` (the tools that change things), a goal that asks for a named file is neither done nor
-    vouched for until a completed step of one of them wrote it (``plan_rules.unwritten_files``).
+    vouched for until a completed step of one of them wrote it (``plan_rules.unwritten_files``, which
+    reads a goal's "in NAME" as a file to write only with the ``workspace`` folder to look in).
     """
     dropped = unrelayed_lines(goal, decision, nodes, results, writers)
     # a write of blank text made the file, not what the goal asked to be in it
     completed = {r.step_id for r in results if r.success and not wrote_blank(r.output)}
-    unwritten = unwritten_files(goal, nodes, writers, completed) if writers is not None else []
+    unwritten = unwritten_files(goal, nodes, writers, completed, workspace=workspace) if writers is not None else []
     if a.status == "done":
         step_id, missing = ungrounded_facts(goal, decision, nodes, results)
         echo = echoed_goal(goal, decision, nodes, results)
@@ -140,7 +148,7 @@ def guard_assessment(
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
     if a.status == "continue" and plan_finished and not dropped and not unwritten:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
-        relayed = None if step_id else relayed_every_line(goal, decision, nodes, results, writers)
+        relayed = None if step_id else relayed_every_line(goal, decision, nodes, results, writers, workspace)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
                    "each from a tool output")
@@ -508,7 +516,7 @@ def unrelayed_lines(
 
 def relayed_every_line(
     goal: str, decision: AgentDecision | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
-    writers: Collection[str] | None,
+    writers: Collection[str] | None, workspace: str | None = None,
 ) -> tuple[str, int] | None:
     """``(the write, the lines)`` when an "every line" goal's file holds every line its searches found, else None.
 
@@ -519,7 +527,7 @@ def relayed_every_line(
     """
     if writers is None:
         return None
-    asked, wanted = files_to_write(goal), _fold(goal)
+    asked, wanted = files_to_write(goal, workspace, paths_written(nodes, writers)), _fold(goal)
 
     def whole(search: PlanStep | StepAction, output: str) -> bool:
         args = search.args or {}

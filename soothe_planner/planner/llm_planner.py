@@ -246,7 +246,7 @@ class LLMPlanner(SyncPlannerMethods):
             nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
             finished = pm is not None and not pm.has_unfinished()
             a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished,
-                                      writers=writers)
+                                      writers=writers, workspace=context.workspace)
             if why:
                 self.stats.guard_overrides += 1
                 logger.warning("plan-assess: %s", why)
@@ -357,7 +357,7 @@ class LLMPlanner(SyncPlannerMethods):
                 existing = [n.id for n in pm.nodes] if pm is not None else []
                 grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps,
                                        existing, ends_with=write_owed(goal, pm.nodes if pm is not None else [],
-                                                                      context.available_capabilities))
+                                                                      context.available_capabilities, context.workspace))
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
                     parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",

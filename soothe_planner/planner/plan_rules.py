@@ -12,6 +12,11 @@ written is not done until a step that changes things wrote it (``unwritten_files
 planned the README's goal ("... write those lines to TODO_REPORT.md") as a search and an answer
 that listed the lines, and the answer, every fact of it from the search, was taken as the goal done
 with no report on disk.
+
+A goal may also name the file with "in": "Summarise the TODO lines by file in TODO_SUMMARY.md".
+"in" names files to read as often ("Summarise the TODO lines in src/app.py"), so that reading is
+taken only with the workspace at hand, for a name no file of it has (or one the run's own steps
+write); a 1.5B planned the first goal as a search and an answer, with no report written.
 """
 
 from __future__ import annotations
@@ -21,31 +26,58 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
-from soothe_planner.tools import WRITE_TOOL_NAME, wrote_blank
+from soothe_planner.tools import WRITE_TOOL_NAME, workspace_files, wrote_blank
 
 __all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
-           "never_writes_asked_file", "repeats_finished_work", "retries_missing_data", "unwritten_files",
-           "write_owed", "writes_not_asked_for", "writes_path",
-           "writing_tools"]
+           "never_writes_asked_file", "paths_written", "repeats_finished_work", "retries_missing_data",
+           "unwritten_files", "write_owed", "writes_not_asked_for", "writes_path", "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
     r"\b(?:to|into|as|named|called)\s+(?:(?:a|the)\s+(?:new\s+)?file\s+(?:named|called)\s+)?[`'\"]?(?P<name>[\w./-]*\w)"
 )
 _FILE_LIKE = re.compile(r"[\w./-]*\.[A-Za-z0-9]{1,8}|[\w.-]*/[\w./-]+|[A-Z][A-Z0-9_]{2,}")
+# "in NAME" after a verb that makes something: only a name with a file's extension (not "in CSV",
+# "in v2.3.1"), and only where the workspace says it is new (``files_to_write``)
+_MAKE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append|summari[sz]e|list|collect|gather"
+                        r"|compile|tabulate)\b", re.IGNORECASE)
+_IN_TARGET = re.compile(r"\bin\s+[`'\"]?(?P<name>[\w./-]*\w)")
+_NEW_FILE_LIKE = re.compile(r"[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}")
+_ALL_FILES = 1_000_000  # the workspace walk's limit when every name is wanted
 
 
-def files_to_write(goal: str) -> list[str]:
+def files_to_write(goal: str, workspace: str | None = None, written: Iterable[str] = ()) -> list[str]:
     """The files a goal asks to be written: a name that looks like a file (``REPORT.md``,
     ``notes/a.txt``, ``VERSION``) after "to", "into", "as", "(a file) named", following a verb of
     writing ("Search in src/app.py and write the result to OUT.md" asks for OUT.md only). ``[]`` for
     a question ("Which port does config/server.toml set?"). It errs on the side of asking for less:
-    a file it misses is only not checked."""
+    a file it misses is only not checked.
+
+    Where those name none, and ``workspace`` (its root folder) is given, a name with a file's
+    extension after "in", following a verb that makes something ("Summarise ... by file in
+    SUMMARY.md"), is asked for when it is new: no file of the workspace has it, or it is one of
+    ``written`` (the paths the run's own steps write, so a file the run made stays asked for)."""
     verb = _WRITE_VERB.search(goal)
+    names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal, verb.end())] if verb else []
+    asked = list(dict.fromkeys(n.lstrip("./") for n in names if _FILE_LIKE.fullmatch(n)))
+    return asked or (_new_files_named_in(goal, workspace, written) if workspace else [])
+
+
+def _new_files_named_in(goal: str, workspace: str, written: Iterable[str]) -> list[str]:
+    verb = _MAKE_VERB.search(goal)
     if verb is None:
         return []
-    names = [m.group("name").rstrip(".") for m in _TARGET.finditer(goal, verb.end())]
-    return list(dict.fromkeys(n.lstrip("./") for n in names if _FILE_LIKE.fullmatch(n)))
+    names = [m.group("name").rstrip(".").lstrip("./") for m in _IN_TARGET.finditer(goal, verb.end())]
+    named = [n for n in dict.fromkeys(names) if _NEW_FILE_LIKE.fullmatch(n)]
+    if not named:
+        return []
+    try:
+        present, _ = workspace_files(workspace, limit=_ALL_FILES)
+    except Exception:  # no listing, no reading of "in": the rule errs on asking for less
+        return []
+    ours = [str(p) for p in written]
+    return [n for n in named
+            if any(writes_path(p, n) for p in ours) or not any(writes_path(f, n) for f in present)]
 
 
 def writing_tools(capabilities: Iterable[Capability]) -> set[str]:
@@ -60,15 +92,22 @@ def writes_path(path: object, name: str) -> bool:
 
 
 def unwritten_files(
-    goal: str, steps: Sequence[PlanStep | StepAction], writers: Collection[str], done: Collection[str] | None = None
+    goal: str, steps: Sequence[PlanStep | StepAction], writers: Collection[str], done: Collection[str] | None = None,
+    *, workspace: str | None = None, run: Sequence[PlanStep | StepAction] = (),
 ) -> list[str]:
-    """The files ``goal`` asks to be written (``files_to_write``) that no step of ``steps`` writes
-    with a tool of ``writers`` (the tools that change things); with ``done``, only steps whose ids
-    are in it count (the steps that completed)."""
-    wanted = files_to_write(goal)
+    """The files ``goal`` asks to be written (``files_to_write``, in ``workspace`` if given) that no
+    step of ``steps`` writes with a tool of ``writers`` (the tools that change things); with
+    ``done``, only steps whose ids are in it count (the steps that completed). ``run``: the run's
+    other steps, whatever their state; what they write is the run's own file, not the workspace's."""
+    wanted = files_to_write(goal, workspace, paths_written([*steps, *run], writers))
     written = [s.args.get("path") for s in steps
                if s.tool in writers and (done is None or s.id in done)]
     return [name for name in wanted if not any(writes_path(p, name) for p in written)]
+
+
+def paths_written(steps: Iterable[PlanStep | StepAction], writers: Collection[str]) -> list[str]:
+    """The ``path`` of each step of ``steps`` that runs a tool of ``writers``, whatever its state."""
+    return [str(s.args["path"]) for s in steps if s.tool in writers and isinstance(s.args.get("path"), str)]
 
 
 def finished_steps(nodes: Sequence[PlanStep]) -> list[PlanStep]:
@@ -77,30 +116,36 @@ def finished_steps(nodes: Sequence[PlanStep]) -> list[PlanStep]:
     return [n for n in nodes if n.status == "completed" and not (n.result is not None and wrote_blank(n.result.output))]
 
 
-def write_owed(goal: str, nodes: Sequence[PlanStep], capabilities: Iterable[Capability]) -> str | None:
+def write_owed(
+    goal: str, nodes: Sequence[PlanStep], capabilities: Iterable[Capability], workspace: str | None = None
+) -> str | None:
     """``WRITE_TOOL_NAME`` when that tool is offered and the goal names a file no finished step of
     ``nodes`` has written: a new plan must write it (``never_writes_asked_file``), so a plan in
     calls is held to end with it (``plan_syntax.plan_grammar``). None otherwise."""
     writers = writing_tools(capabilities)
     if WRITE_TOOL_NAME not in writers:
         return None
-    return WRITE_TOOL_NAME if unwritten_files(goal, finished_steps(nodes), writers) else None
+    finished = finished_steps(nodes)
+    return WRITE_TOOL_NAME if unwritten_files(goal, finished, writers, workspace=workspace, run=nodes) else None
 
 
 def never_writes_asked_file(
-    goal: str, decision: AgentDecision, nodes: Sequence[PlanStep], capabilities: Mapping[str, Capability] | None
+    goal: str, decision: AgentDecision, nodes: Sequence[PlanStep], capabilities: Mapping[str, Capability] | None,
+    workspace: str | None = None,
 ) -> list[str]:
     """A plan for a goal that asks for a named file, which neither it nor a finished earlier step writes."""
     if not capabilities:
         return []
     earlier = finished_steps(nodes)
-    missing = unwritten_files(goal, [*decision.steps, *earlier], writing_tools(capabilities.values()))
+    missing = unwritten_files(goal, [*decision.steps, *earlier], writing_tools(capabilities.values()),
+                              workspace=workspace, run=nodes)
     return [f"the goal asks to write {name}, and no step writes it: end the plan with the write, "
             f"for example write_file(path=\"{name}\", content=...)" for name in missing]
 
 
 def answers_meant_as_writes(
-    goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None
+    goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None, workspace: str | None = None,
+    nodes: Sequence[PlanStep] = (),
 ) -> list[str]:
     """Final answer steps whose task names a file the goal asks to write, which no step writes out.
 
@@ -108,8 +153,10 @@ def answers_meant_as_writes(
     ended with "copy the install command ... into INSTALL.md" as an answer step after a write of
     the wrong text, and the run was judged done with the right text in no file.
     """
-    wanted = files_to_write(goal)
-    if not wanted or not capabilities or not writing_tools(capabilities.values()):
+    if not capabilities or not writing_tools(capabilities.values()):
+        return []
+    wanted = files_to_write(goal, workspace, paths_written([*decision.steps, *nodes], writing_tools(capabilities.values())))
+    if not wanted:
         return []
     needed = {d for s in decision.steps for d in s.depends_on}
     problems = []
