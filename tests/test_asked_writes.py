@@ -226,10 +226,44 @@ async def test_through_the_loop_an_answer_meant_as_the_write_is_re_asked_and_its
     meant = {"steps": [typed_step("s1", "search_text", {"pattern": "FIXME", "path": "."}),
                        typed_step("s2", "write_file", {"path": "FIXES.md", "content": "{{s1.output}}"}, "s1"),
                        typed_step("s3", "answer", {"task": "copy the FIXME lines into FIXES.md"}, "s2")]}
-    written = {"steps": [*meant["steps"],
+    written = {"steps": [meant["steps"][0],
+                         typed_step("s3", "answer", {"task": "copy the FIXME lines into FIXES.md"}, "s1"),
                          typed_step("s4", "write_file", {"path": "FIXES.md", "content": "{{s3.output}}"}, "s3")]}
     model = ScriptedChatModel(responses=[meant, written, "# FIXME: close the file", {"status": "done"}])
     final = await run_compact(model, executor, ctx, GOAL, thread_id="t1", max_iterations=2)
     assert final["status"] == "done" and model.remaining == 0
     assert (tmp_path / "FIXES.md").read_text() == "# FIXME: close the file"
     assert "s3 is an answer step, and an answer writes no file" in model.calls[1].messages[-1].content
+
+
+def test_a_plan_that_writes_one_file_twice_is_refused_whatever_the_profile(tmp_path: Path) -> None:
+    """A 1.5B re-plan wrote DOCS_LIST.md from a listing and, with no order between them, from a search."""
+    from soothe_planner.planner.plan_rules import writes_a_file_twice
+
+    listing = StepAction(id="s1", description="list", tool="list_dir", args={"path": "docs"})
+    search = StepAction(id="s3", description="search", tool="search_text", args={"pattern": "architecture"})
+    caps = {**CAPS, "list_dir": Capability(name="list_dir", kind="tool", read_only=True)}
+    one = StepAction(id="s2", description="write", tool="write_file", args={"path": "DOCS_LIST.md",
+                                                                            "content": "{{s1.output}}"}, depends_on=["s1"])
+    other = StepAction(id="s4", description="write", tool="write_file", args={"path": "./DOCS_LIST.md",
+                                                                              "content": "{{s3.output}}"}, depends_on=["s3"])
+    twice = AgentDecision(steps=[listing, one, search, other])
+    assert writes_a_file_twice(twice, caps) == [
+        "s2 and s4 both write DOCS_LIST.md, and only one write can stay in it: write DOCS_LIST.md once, "
+        "from the one step that holds all it must contain"]
+    assert writes_a_file_twice(AgentDecision(steps=[listing, one, search]), caps) == []
+    # a read of the file is no write; two files are two writes; no capabilities, nothing known
+    read = StepAction(id="s5", description="read", tool="search_text", args={"pattern": "x", "path": "DOCS_LIST.md"})
+    assert writes_a_file_twice(AgentDecision(steps=[listing, one, read]), caps) == []
+    elsewhere = other.model_copy(update={"args": {"path": "NOTES.md", "content": "{{s3.output}}"}})
+    assert writes_a_file_twice(AgentDecision(steps=[listing, one, search, elsewhere]), caps) == []
+    assert writes_a_file_twice(twice, None) == []
+    # the planner's validator refuses it under the full profile too
+    from soothe_planner.planner.generation import Generated, decision_validator
+
+    ctx, _ = tool_context(tmp_path)
+    validate = decision_validator("List the docs in DOCS_LIST.md", ctx, None, compact=False, allow_keep=False,
+                                  replace=False, max_steps=6)
+    assert any("both write DOCS_LIST.md" in p for p in validate(Generated(plan_action="new", decision=twice)))
+    assert not any("both write" in p for p in validate(Generated(plan_action="new",
+                                                                 decision=AgentDecision(steps=[listing, one]))))

@@ -5,7 +5,9 @@ rules judge what a plan is *for*, and apply only under the compact profile, wher
 a small model that was seen to break them on real goals: a plan that only reads, re-planned every
 iteration without ever answering; a question answered by writing over the file just read; and an
 answer that found its data lacking, asked again of the same data every iteration.
-Each returns the re-ask's words, so the model is told exactly what to change.
+Each returns the re-ask's words, so the model is told exactly what to change. One rule holds under
+every profile, for it guards against chance, not a model's habit: a plan may write a file once
+(``writes_a_file_twice``).
 
 One rule is also a guard on the assessment (``grounding``): a goal that asks for a named file to be
 written is not done until a step that changes things wrote it (``unwritten_files``). A 1.5B model
@@ -30,7 +32,8 @@ from soothe_planner.tools import WRITE_TOOL_NAME, workspace_files, wrote_blank
 
 __all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
            "never_writes_asked_file", "paths_written", "repeats_finished_work", "retries_missing_data",
-           "unwritten_files", "write_owed", "writes_not_asked_for", "writes_path", "writing_tools"]
+           "unwritten_files", "write_owed", "writes_a_file_twice", "writes_not_asked_for", "writes_path",
+           "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
@@ -192,6 +195,25 @@ def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capabi
         return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
                 "them (for a question) or with the write the goal asks for")
     return ""
+
+
+def writes_a_file_twice(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
+    """Steps of one plan that write the same ``path`` (every profile).
+
+    Steps without an order between them run in either order, so which write the file keeps is
+    chance; with an order, the earlier write is lost. A 1.5B re-plan wrote DOCS_LIST.md from a
+    listing and, beside it, from a search: the search's line won, and the assessment, shown both
+    writes, took the goal as done.
+    """
+    by_path: dict[str, list[str]] = {}
+    for s in decision.steps:
+        cap = capabilities.get(s.tool) if capabilities and s.tool else None
+        path = s.args.get("path") if cap is not None and not cap.read_only else None
+        if isinstance(path, str) and path.strip().lstrip("./"):
+            by_path.setdefault(path.strip().lstrip("./"), []).append(s.id)
+    return [f"{', '.join(ids[:-1])} and {ids[-1]} {'both' if len(ids) == 2 else 'all'} write {path}, and only "
+            f"one write can stay in it: write {path} once, from the one step that holds all it must contain"
+            for path, ids in by_path.items() if len(ids) > 1]
 
 
 def writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
