@@ -60,9 +60,11 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import is_count_task
 from soothe_planner.planner.plan_rules import (
+    FILE_NAME,
     files_to_write,
     paths_written,
     unwritten_files,
+    workspace_listing,
     writes_path,
     writing_tools,
 )
@@ -79,7 +81,7 @@ if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
 __all__ = ["Dropped", "answer_facts", "checked_steps", "echoed_goal", "grounded_answer", "guard_assessment",
-           "guard_note", "guard_reasons", "relayed_every_line", "ungrounded_facts", "unrelayed_lines"]
+           "guard_note", "guard_reasons", "relayed_every_line", "ungrounded_facts", "unread_files", "unrelayed_lines"]
 
 _FACT = re.compile(
     r"https?://[^\s\"'<>`)\]]+"  # a URL
@@ -130,11 +132,14 @@ def guard_assessment(
     # a write of blank text made the file, not what the goal asked to be in it
     completed = {r.step_id for r in results if r.success and not wrote_blank(r.output)}
     unwritten = unwritten_files(goal, nodes, writers, completed, workspace=workspace) if writers is not None else []
+    unread = unread_files(goal, nodes, results, writers, workspace) if writers is not None else []
     if a.status == "done":
         step_id, missing = ungrounded_facts(goal, decision, nodes, results)
         echo = echoed_goal(goal, decision, nodes, results)
         if unwritten:
             why = f"the goal asks to write {', '.join(unwritten)}, and no completed step wrote it"
+        elif unread:
+            why = f"the goal names {', '.join(unread)}, and no completed step looked in it"
         elif echo:
             why = f"the answer in {echo} only repeats words of the goal"
         elif missing:
@@ -146,7 +151,7 @@ def guard_assessment(
         update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5),
                   "summary": guard_note(why, a.summary)}
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
-    if a.status == "continue" and plan_finished and not dropped and not unwritten:
+    if a.status == "continue" and plan_finished and not dropped and not unwritten and not unread:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         relayed = None if step_id else relayed_every_line(goal, decision, nodes, results, writers, workspace)
         if step_id:
@@ -197,6 +202,39 @@ def _guard_end(text: str) -> int:
             if depth == 0:
                 return i
     return -1
+
+
+def unread_files(
+    goal: str, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], writers: Collection[str],
+    workspace: str | None,
+) -> list[str]:
+    """The files of ``workspace`` that ``goal`` names to be read, which no step that succeeded looked in.
+
+    "Looked in" is generous: a tool step whose ``path`` is the file or a folder above it (no
+    ``path`` at all: the whole workspace); and after a step of an agent with tools of its own (a
+    subagent, a model step given tools), nothing is checked. A file the goal asks to write, or one the run's steps
+    write (with a tool of ``writers``), is not one to read. ``[]`` without a workspace to look in.
+    A 1.5B answered "List the second-level headings in README.md" with a name from a listing of
+    docs/, every fact of it from a tool output, and said done.
+    """
+    if not workspace:
+        return []
+    written = paths_written(nodes, writers)
+    outputs = {*files_to_write(goal, workspace, written), *(w.strip().lstrip("./") for w in written)}
+    named = [n.rstrip(".") for n in dict.fromkeys(FILE_NAME.findall(goal)) if n.rstrip(".") not in outputs]
+    present = workspace_listing(workspace) if named else None
+    if present is None:  # no listing, no check: the guard lets the model's word stand
+        return []
+    to_read = [n.lstrip("./") for n in named if any(writes_path(f, n) for f in present)]
+    ok = {r.step_id for r in results if r.success}
+    if any(s.id in ok and (s.subagent or s.tools) for s in nodes):
+        return []  # an agent that chose its own tools looked where it liked: nothing to check
+    looked = [str(s.args.get("path", ".")).strip() for s in nodes if s.tool and s.id in ok and s.tool not in writers]
+
+    def covers(where: str, name: str) -> bool:
+        folder = where.strip("/").removeprefix("./")
+        return folder in ("", ".") or writes_path(where, name) or name.startswith(folder + "/")
+    return [n for n in to_read if not any(covers(w, n) for w in looked)]
 
 
 def ungrounded_facts(

@@ -30,10 +30,10 @@ from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_to
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 from soothe_planner.tools import WRITE_TOOL_NAME, workspace_files, wrote_blank
 
-__all__ = ["answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
+__all__ = ["FILE_NAME", "answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
            "never_writes_asked_file", "paths_written", "repeats_finished_work", "retries_missing_data",
-           "unwritten_files", "write_owed", "writes_a_file_twice", "writes_not_asked_for", "writes_path",
-           "writing_tools"]
+           "unwritten_files", "workspace_listing", "write_owed", "writes_a_file_twice", "writes_not_asked_for",
+           "writes_path", "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
 _TARGET = re.compile(
@@ -45,7 +45,8 @@ _FILE_LIKE = re.compile(r"[\w./-]*\.[A-Za-z0-9]{1,8}|[\w.-]*/[\w./-]+|[A-Z][A-Z0
 _MAKE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append|summari[sz]e|list|collect|gather"
                         r"|compile|tabulate)\b", re.IGNORECASE)
 _IN_TARGET = re.compile(r"\bin\s+[`'\"]?(?P<name>[\w./-]*\w)")
-_NEW_FILE_LIKE = re.compile(r"[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}")
+FILE_NAME = re.compile(r"[\w./-]*\w\.[A-Za-z][A-Za-z0-9]{0,7}")
+"""A name with a file's extension (``notes/a.md``; not ``v2.3.1``), as goals name files."""
 _ALL_FILES = 1_000_000  # the workspace walk's limit when every name is wanted
 
 
@@ -71,16 +72,22 @@ def _new_files_named_in(goal: str, workspace: str, written: Iterable[str]) -> li
     if verb is None:
         return []
     names = [m.group("name").rstrip(".").lstrip("./") for m in _IN_TARGET.finditer(goal, verb.end())]
-    named = [n for n in dict.fromkeys(names) if _NEW_FILE_LIKE.fullmatch(n)]
-    if not named:
-        return []
-    try:
-        present, _ = workspace_files(workspace, limit=_ALL_FILES)
-    except Exception:  # no listing, no reading of "in": the rule errs on asking for less
+    named = [n for n in dict.fromkeys(names) if FILE_NAME.fullmatch(n)]
+    present = workspace_listing(workspace) if named else None
+    if present is None:  # no listing, no reading of "in": the rule errs on asking for less
         return []
     ours = [str(p) for p in written]
     return [n for n in named
             if any(writes_path(p, n) for p in ours) or not any(writes_path(f, n) for f in present)]
+
+
+def workspace_listing(workspace: str) -> list[str] | None:
+    """Every file of ``workspace``, workspace-relative (``tools.workspace_files``' walk); None when
+    it cannot be listed, for a check that rests on it is then not made."""
+    try:
+        return workspace_files(workspace, limit=_ALL_FILES)[0]
+    except Exception:
+        return None
 
 
 def writing_tools(capabilities: Iterable[Capability]) -> set[str]:

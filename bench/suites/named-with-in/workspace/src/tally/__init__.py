@@ -1,0 +1,1 @@
+"""Tally: sums of expense files."""
