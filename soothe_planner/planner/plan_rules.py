@@ -163,10 +163,9 @@ def answers_meant_as_writes(
     ended with "copy the install command ... into INSTALL.md" as an answer step after a write of
     the wrong text, and the run was judged done with the right text in no file.
     """
-    writers = writing_tools(capabilities.values()) if capabilities else set()
-    if not writers:
+    if not capabilities or not writing_tools(capabilities.values()):
         return []
-    wanted = files_to_write(goal, workspace, paths_written([*decision.steps, *nodes], writers))
+    wanted = files_to_write(goal, workspace, paths_written([*decision.steps, *nodes], writing_tools(capabilities.values())))
     if not wanted:
         return []
     needed = {d for s in decision.steps for d in s.depends_on}
@@ -177,12 +176,9 @@ def answers_meant_as_writes(
         task = " ".join([s.description, *(str(v) for v in (s.args or {}).values())]).lower()
         named = [name for name in wanted if name.lower() in task]
         if named:
-            # the plan's own write of the file would race the new one (``writes_a_file_twice``): say to replace it
-            its = [w.id for w in decision.steps if w.tool in writers and writes_path(w.args.get("path"), named[0])]
-            instead = f", in place of {' and '.join(its)} (a file is written once)" if its else ""
             problems.append(f"{s.id} is an answer step, and an answer writes no file, so {named[0]} would not get "
                             f"what {s.id} gives: end the plan with write_file(path=\"{named[0]}\", "
-                            f"content=...) of {s.id}'s output{instead}")
+                            f"content=...) of {s.id}'s output")
     return problems
 
 
