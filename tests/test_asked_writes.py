@@ -236,9 +236,10 @@ async def test_through_the_loop_an_answer_meant_as_the_write_is_re_asked_and_its
     assert "s3 is an answer step, and an answer writes no file" in model.calls[1].messages[-1].content
 
 
-def test_a_plan_that_writes_one_file_twice_is_refused_whatever_the_profile(tmp_path: Path) -> None:
-    """A 1.5B re-plan wrote DOCS_LIST.md from a listing and, with no order between them, from a search."""
-    from soothe_planner.planner.plan_rules import writes_a_file_twice
+def test_a_plans_writes_of_one_file_run_in_the_plans_order() -> None:
+    """A 1.5B re-plan wrote DOCS_LIST.md from a listing and, with no order between them, from a
+    search; which write the file kept was chance. Now the later write waits for the earlier one."""
+    from soothe_planner.planner.plan_rules import order_writes
 
     listing = StepAction(id="s1", description="list", tool="list_dir", args={"path": "docs"})
     search = StepAction(id="s3", description="search", tool="search_text", args={"pattern": "architecture"})
@@ -247,23 +248,39 @@ def test_a_plan_that_writes_one_file_twice_is_refused_whatever_the_profile(tmp_p
                                                                             "content": "{{s1.output}}"}, depends_on=["s1"])
     other = StepAction(id="s4", description="write", tool="write_file", args={"path": "./DOCS_LIST.md",
                                                                               "content": "{{s3.output}}"}, depends_on=["s3"])
-    twice = AgentDecision(steps=[listing, one, search, other])
-    assert writes_a_file_twice(twice, caps) == [
-        "s2 and s4 both write DOCS_LIST.md, and only one write can stay in it: write DOCS_LIST.md once, "
-        "from the one step that holds all it must contain"]
-    assert writes_a_file_twice(AgentDecision(steps=[listing, one, search]), caps) == []
-    # a read of the file is no write; two files are two writes; no capabilities, nothing known
+    ordered = order_writes(AgentDecision(steps=[listing, one, search, other]), caps)
+    assert [s.depends_on for s in ordered.steps] == [[], ["s1"], [], ["s3", "s2"]]
+    # a third write waits for the second; one already in order, a read, or another file: unchanged
+    third = other.model_copy(update={"id": "s5", "depends_on": []})
+    assert order_writes(AgentDecision(steps=[listing, one, search, other, third]), caps).steps[4].depends_on == ["s4"]
+    after = other.model_copy(update={"depends_on": ["s3", "s2"]})
+    plain = AgentDecision(steps=[listing, one, search, after])
+    assert order_writes(plain, caps) == plain
     read = StepAction(id="s5", description="read", tool="search_text", args={"pattern": "x", "path": "DOCS_LIST.md"})
-    assert writes_a_file_twice(AgentDecision(steps=[listing, one, read]), caps) == []
     elsewhere = other.model_copy(update={"args": {"path": "NOTES.md", "content": "{{s3.output}}"}})
-    assert writes_a_file_twice(AgentDecision(steps=[listing, one, search, elsewhere]), caps) == []
-    assert writes_a_file_twice(twice, None) == []
-    # the planner's validator refuses it under the full profile too
-    from soothe_planner.planner.generation import Generated, decision_validator
+    for steps in ([listing, one, read], [listing, one, search, elsewhere]):
+        assert order_writes(AgentDecision(steps=steps), caps) == AgentDecision(steps=steps)
+    assert order_writes(AgentDecision(steps=[listing, one, search, other]), None).steps[3].depends_on == ["s3"]
+    # a JSON plan may list a write before one that depends on it: no cycle is made
+    first = one.model_copy(update={"depends_on": ["s4"]})
+    backwards = AgentDecision(steps=[first, other.model_copy(update={"depends_on": []})])
+    assert order_writes(backwards, caps) == backwards
 
-    ctx, _ = tool_context(tmp_path)
-    validate = decision_validator("List the docs in DOCS_LIST.md", ctx, None, compact=False, allow_keep=False,
-                                  replace=False, max_steps=6)
-    assert any("both write DOCS_LIST.md" in p for p in validate(Generated(plan_action="new", decision=twice)))
-    assert not any("both write" in p for p in validate(Generated(plan_action="new",
-                                                                 decision=AgentDecision(steps=[listing, one]))))
+
+async def test_through_the_loop_the_later_write_stays_and_the_replaced_one_is_not_shown(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "faq.md").write_text("# FAQ\n")
+    ctx, executor = tool_context(tmp_path)
+    # the search's write comes first in the plan's text here, so without the order it would finish
+    # first: both are tool steps on ready inputs
+    plan = {"steps": [typed_step("s1", "list_dir", {"path": "docs"}),
+                      typed_step("s2", "search_text", {"pattern": "FAQ", "path": "."}),
+                      typed_step("s3", "write_file", {"path": "DOCS_LIST.md", "content": "{{s2.output}}"}, "s2"),
+                      typed_step("s4", "write_file", {"path": "DOCS_LIST.md", "content": "{{s1.output}}"}, "s1")]}
+    model = ScriptedChatModel(responses=[plan, {"status": "done"}])
+    final = await run_compact(model, executor, ctx, "Write the names of the files in docs to DOCS_LIST.md",
+                              thread_id="t1", max_iterations=2)
+    assert final["status"] == "done"
+    assert (tmp_path / "DOCS_LIST.md").read_text() == "faq.md"  # the listing, written last
+    evidence = model.calls[1].messages[-1].content
+    assert "- s4 write_file" in evidence and "- s3 " not in evidence

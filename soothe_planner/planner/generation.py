@@ -26,7 +26,6 @@ from soothe_planner.planner.plan_rules import (
     never_writes_asked_file,
     repeats_finished_work,
     retries_missing_data,
-    writes_a_file_twice,
     writes_not_asked_for,
 )
 from soothe_planner.planner.plan_syntax import calls_text_reader
@@ -134,9 +133,6 @@ def decision_validator(
                         if p]
             if problems:
                 return problems
-        twice = writes_a_file_twice(gen.decision, by_name)
-        if twice:
-            return twice
         if pm is not None:
             # the offered tools' schemas and descriptions, whatever the manager was built with
             return pm.validate(gen.decision, replace=replace, capabilities=offered)

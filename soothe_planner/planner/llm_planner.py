@@ -69,7 +69,7 @@ from soothe_planner.planner.generation import (
     readers,
 )
 from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note, unrelayed_lines
-from soothe_planner.planner.plan_rules import write_owed
+from soothe_planner.planner.plan_rules import order_writes, write_owed
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import escape_data, phases
@@ -364,7 +364,7 @@ class LLMPlanner(SyncPlannerMethods):
                     tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
                 )
                 written.value.raw = written.raw_text
-                return written.value
+                return _writes_in_order(written.value, context)
             read, parse = readers(context, max_steps, pm)
             outcome = await self._caller.structured(
                 self.model, plan_schema(context, max_steps, allow_keep, compact=compact),
@@ -373,7 +373,7 @@ class LLMPlanner(SyncPlannerMethods):
                 tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
             )
             outcome.value.raw = outcome.raw_text
-            return outcome.value
+            return _writes_in_order(outcome.value, context)
         except PlanGenerationError as exc:
             prescribed = self._prescribed_write(goal, state, context, pm, validate, exc)
             if prescribed is None:
@@ -566,3 +566,9 @@ class LLMPlanner(SyncPlannerMethods):
 def escape_plan(pm: PlanManager) -> str:
     return escape_data(pm.dag_prompt())
 
+
+def _writes_in_order(gen: Generated, context: PlanContext) -> Generated:
+    """``gen`` with its plan's writes of one file run in the plan's order (``plan_rules.order_writes``)."""
+    if gen.decision is not None:
+        gen.decision = order_writes(gen.decision, {c.name: c for c in context.available_capabilities} or None)
+    return gen

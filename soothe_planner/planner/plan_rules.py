@@ -5,9 +5,9 @@ rules judge what a plan is *for*, and apply only under the compact profile, wher
 a small model that was seen to break them on real goals: a plan that only reads, re-planned every
 iteration without ever answering; a question answered by writing over the file just read; and an
 answer that found its data lacking, asked again of the same data every iteration.
-Each returns the re-ask's words, so the model is told exactly what to change. One rule holds under
-every profile, for it guards against chance, not a model's habit: a plan may write a file once
-(``writes_a_file_twice``).
+Each returns the re-ask's words, so the model is told exactly what to change. One change holds under
+every profile, for it guards against chance, not a model's habit: a plan's writes of one file run
+in the plan's order (``order_writes``).
 
 One rule is also a guard on the assessment (``grounding``): a goal that asks for a named file to be
 written is not done until a step that changes things wrote it (``unwritten_files``). A 1.5B model
@@ -31,8 +31,8 @@ from soothe_planner.models import AgentDecision, Capability, PlanStep, StepActio
 from soothe_planner.tools import WRITE_TOOL_NAME, workspace_files, wrote_blank
 
 __all__ = ["FILE_NAME", "answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
-           "never_writes_asked_file", "paths_written", "repeats_finished_work", "retries_missing_data",
-           "unwritten_files", "workspace_listing", "write_owed", "writes_a_file_twice", "writes_not_asked_for",
+           "never_writes_asked_file", "order_writes", "paths_written", "repeats_finished_work",
+           "retries_missing_data", "unwritten_files", "workspace_listing", "write_owed", "writes_not_asked_for",
            "writes_path", "writing_tools"]
 
 _WRITE_VERB = re.compile(r"\b(?:write|save|store|put|copy|record|export|create|append)\b", re.IGNORECASE)
@@ -204,23 +204,48 @@ def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capabi
     return ""
 
 
-def writes_a_file_twice(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
-    """Steps of one plan that write the same ``path`` (every profile).
+def order_writes(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> AgentDecision:
+    """``decision`` with each write of a ``path`` made to wait for the plan's earlier write of it (every profile).
 
-    Steps without an order between them run in either order, so which write the file keeps is
-    chance; with an order, the earlier write is lost. A 1.5B re-plan wrote DOCS_LIST.md from a
-    listing and, beside it, from a search: the search's line won, and the assessment, shown both
-    writes, took the goal as done.
+    Two steps without an order between them run in either order, so which write a file keeps was
+    chance. A plan is read as it is written, top to bottom: the later write is the one that stays
+    (a plan in calls is a program, and that is what it would do). A 1.5B re-plan of INSTALL.md
+    kept its first plan's wrong write and added the right one after it; a re-plan of DOCS_LIST.md
+    wrote a listing and, after it, a search's line. A dependency that would make a cycle is not
+    added (a JSON plan may list a step before one it depends on).
     """
-    by_path: dict[str, list[str]] = {}
+    last: dict[str, str] = {}
+    steps = {s.id: s for s in decision.steps}
+    added: dict[str, list[str]] = {}
     for s in decision.steps:
         cap = capabilities.get(s.tool) if capabilities and s.tool else None
         path = s.args.get("path") if cap is not None and not cap.read_only else None
-        if isinstance(path, str) and path.strip().lstrip("./"):
-            by_path.setdefault(path.strip().lstrip("./"), []).append(s.id)
-    return [f"{', '.join(ids[:-1])} and {ids[-1]} {'both' if len(ids) == 2 else 'all'} write {path}, and only "
-            f"one write can stay in it: write {path} once, from the one step that holds all it must contain"
-            for path, ids in by_path.items() if len(ids) > 1]
+        key = path.strip().lstrip("./") if isinstance(path, str) else ""
+        if not key:
+            continue
+        before = last.get(key)
+        last[key] = s.id
+        if before is None or before in s.depends_on or s.id in _upstream(before, steps, added):
+            continue
+        added.setdefault(s.id, []).append(before)
+    if not added:
+        return decision
+    return decision.model_copy(update={"steps": [
+        s.model_copy(update={"depends_on": [*s.depends_on, *added[s.id]]}) if s.id in added else s
+        for s in decision.steps]})
+
+
+def _upstream(step_id: str, steps: Mapping[str, StepAction], added: Mapping[str, list[str]]) -> set[str]:
+    """The ids ``step_id`` waits for, directly or not (its own and ``added`` dependencies)."""
+    seen: set[str] = set()
+    todo = [step_id]
+    while todo:
+        s = steps.get(todo.pop())
+        for d in [*(s.depends_on if s else []), *added.get(s.id if s else "", [])]:
+            if d not in seen:
+                seen.add(d)
+                todo.append(d)
+    return seen
 
 
 def writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:

@@ -31,6 +31,7 @@ from soothe_planner.models import (
     PlanStep,
     Reflection,
     StatusAssessment,
+    StepAction,
     StepResult,
     StepStatus,
 )
@@ -203,17 +204,16 @@ def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Seque
     from the id alone (the compact assessment's one section)."""
     if not results:
         return "(no step has run yet)"
-    described: dict[str, str] = {}
-    tools: dict[str, str | None] = {}
-    if pm is not None:
-        described = {n.id: n.description for n in pm.nodes}
-        tools = {n.id: n.tool for n in pm.nodes}
-    elif state.current_decision is not None:
-        described = {s.id: s.description for s in state.current_decision.steps}
-        tools = {s.id: s.tool for s in state.current_decision.steps}
+    steps: Sequence[PlanStep | StepAction] = (
+        pm.nodes if pm is not None else state.current_decision.steps if state.current_decision is not None else [])
+    described = {s.id: s.description for s in steps}
+    tools = {s.id: s.tool for s in steps}
+    replaced = _replaced_writes(steps, results)
     lines = []
     shown: dict[str, list[str]] = {}  # an output's text -> the steps shown with it, in order
     for r in results:
+        if r.step_id in replaced:
+            continue
         what = described.get(r.step_id, "")
         body = (r.output if r.success else f"FAILED ({r.error_type or 'error'}): {r.error or r.output}").strip()
         repeated = _repeated(r, tools.get(r.step_id), shown) if r.success else None
@@ -227,6 +227,22 @@ def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Seque
             body = _first_lines(body, COMPACT_ASSESS_EXCERPT)
         lines.append(f"- {r.step_id} {what}\n  output: {body or '(empty)'}")
     return escape_data("\n".join(lines))
+
+
+def _replaced_writes(steps: Sequence[PlanStep | StepAction], results: Sequence[StepResult]) -> set[str]:
+    """The writes among ``results`` (in the order they finished) whose file a later write among them
+    wrote again: what they wrote is no longer there. Shown both, a 1.5B took a listing's write for
+    what DOCS_LIST.md held, where a search's line had replaced it, and said done."""
+    paths = {s.id: str(s.args.get("path", "")).strip().lstrip("./") for s in steps if s.tool == WRITE_TOOL_NAME}
+    last: dict[str, str] = {}
+    replaced: set[str] = set()
+    for r in results:
+        path = paths.get(r.step_id)
+        if r.success and path:
+            if path in last:
+                replaced.add(last[path])
+            last[path] = r.step_id
+    return replaced
 
 
 def _first_lines(text: str, limit: int) -> str:
