@@ -212,9 +212,9 @@ def unread_files(
 
     "Looked in" is generous: a tool step whose ``path`` is the file or a folder above it (no
     ``path`` at all: the whole workspace); and after a step of an agent with tools of its own (a
-    subagent, a model step given tools), nothing is checked. A file the goal asks to write, or one the run's steps
-    write (with a tool of ``writers``), is not one to read. ``[]`` without a workspace to look in.
-    A 1.5B answered "List the second-level headings in README.md" with a name from a listing of
+    subagent, a model step given tools), nothing is checked. A file the goal asks to write, or one
+    the run's steps write (with a tool of ``writers``), is not one to read. ``[]`` without a
+    workspace to look in. The workspace is walked only for a goal that names a file. A 1.5B answered "List the second-level headings in README.md" with a name from a listing of
     docs/, every fact of it from a tool output, and said done.
     """
     if not workspace:
