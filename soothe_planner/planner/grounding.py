@@ -62,6 +62,7 @@ from soothe_planner.parsing import is_count_task
 from soothe_planner.planner.plan_rules import (
     FILE_NAME,
     files_to_write,
+    path_key,
     paths_written,
     unwritten_files,
     workspace_listing,
@@ -220,7 +221,7 @@ def unread_files(
     if not workspace:
         return []
     written = paths_written(nodes, writers)
-    outputs = {*files_to_write(goal, workspace, written), *(w.strip().lstrip("./") for w in written)}
+    outputs = {*files_to_write(goal, workspace, written), *(path_key(w) for w in written)}
     named = [n.rstrip(".") for n in dict.fromkeys(FILE_NAME.findall(goal)) if n.rstrip(".") not in outputs]
     present = workspace_listing(workspace) if named else None
     if present is None:  # no listing, no check: the guard lets the model's word stand

@@ -31,7 +31,7 @@ from soothe_planner.models import AgentDecision, Capability, PlanStep, StepActio
 from soothe_planner.tools import WRITE_TOOL_NAME, workspace_files, wrote_blank
 
 __all__ = ["FILE_NAME", "answers_meant_as_writes", "ends_in_gathering", "files_to_write", "finished_steps",
-           "never_writes_asked_file", "order_writes", "paths_written", "repeats_finished_work",
+           "never_writes_asked_file", "order_writes", "path_key", "paths_written", "repeats_finished_work",
            "retries_missing_data", "unwritten_files", "workspace_listing", "write_owed", "writes_not_asked_for",
            "writes_path", "writing_tools"]
 
@@ -95,10 +95,22 @@ def writing_tools(capabilities: Iterable[Capability]) -> set[str]:
     return {c.name for c in capabilities if c.kind == "tool" and not c.read_only}
 
 
+def path_key(path: object) -> str:
+    """A ``path`` argument as the rules compare it: stripped, its leading ``./`` taken off; "" if not text."""
+    return path.strip().lstrip("./") if isinstance(path, str) else ""
+
+
 def writes_path(path: object, name: str) -> bool:
     """Whether a write's ``path`` is the file ``name`` a goal asks for (``./`` and folders above it aside)."""
-    p = str(path).strip().lstrip("./") if isinstance(path, str) else ""
+    p = path_key(path)
     return bool(p) and (p == name or p.endswith("/" + name))
+
+
+def _write_target(step: StepAction, capabilities: Mapping[str, Capability] | None) -> str | None:
+    """The ``path`` ``step`` writes: its text ``path`` argument when its tool, among ``capabilities``, changes things."""
+    cap = capabilities.get(step.tool) if capabilities and step.tool else None
+    path = step.args.get("path") if cap is not None and not cap.read_only else None
+    return path if isinstance(path, str) else None
 
 
 def unwritten_files(
@@ -163,9 +175,10 @@ def answers_meant_as_writes(
     ended with "copy the install command ... into INSTALL.md" as an answer step after a write of
     the wrong text, and the run was judged done with the right text in no file.
     """
-    if not capabilities or not writing_tools(capabilities.values()):
+    writers = writing_tools(capabilities.values()) if capabilities else set()
+    if not writers:
         return []
-    wanted = files_to_write(goal, workspace, paths_written([*decision.steps, *nodes], writing_tools(capabilities.values())))
+    wanted = files_to_write(goal, workspace, paths_written([*decision.steps, *nodes], writers))
     if not wanted:
         return []
     needed = {d for s in decision.steps for d in s.depends_on}
@@ -218,9 +231,7 @@ def order_writes(decision: AgentDecision, capabilities: Mapping[str, Capability]
     steps = {s.id: s for s in decision.steps}
     added: dict[str, list[str]] = {}
     for s in decision.steps:
-        cap = capabilities.get(s.tool) if capabilities and s.tool else None
-        path = s.args.get("path") if cap is not None and not cap.read_only else None
-        key = path.strip().lstrip("./") if isinstance(path, str) else ""
+        key = path_key(_write_target(s, capabilities))
         if not key:
             continue
         before = last.get(key)
@@ -257,9 +268,8 @@ def writes_not_asked_for(goal: str, decision: AgentDecision, capabilities: Mappi
     """
     problems = []
     for s in decision.steps:
-        cap = capabilities.get(s.tool) if capabilities and s.tool else None
-        path = s.args.get("path") if cap is not None and not cap.read_only else None
-        if isinstance(path, str) and path.strip() and path.strip().lstrip("./") not in goal:
+        path = _write_target(s, capabilities)
+        if path is not None and path_key(path) and path_key(path) not in goal:
             problems.append(f"step {s.id} writes {path!r}, which the goal does not name: write only the files "
                             "the goal asks for (a question is answered by an answer step, not a file)")
     return problems

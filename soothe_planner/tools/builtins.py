@@ -137,6 +137,8 @@ BLANK_WRITE_MARK = "(nothing but whitespace)"
 def wrote_blank(output: str) -> bool:
     """Whether a step's output is a write's answer for blank text (``BLANK_WRITE_MARK``)."""
     return output.rstrip().endswith(BLANK_WRITE_MARK)
+
+
 COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of

@@ -36,6 +36,7 @@ from soothe_planner.models import (
     StepStatus,
 )
 from soothe_planner.planner.grounding import checked_steps, guard_reasons, unrelayed_lines
+from soothe_planner.planner.plan_rules import path_key
 from soothe_planner.planner.prompts import (
     Prompt,
     build,
@@ -233,7 +234,7 @@ def _replaced_writes(steps: Sequence[PlanStep | StepAction], results: Sequence[S
     """The writes among ``results`` (in the order they finished) whose file a later write among them
     wrote again: what they wrote is no longer there. Shown both, a 1.5B took a listing's write for
     what DOCS_LIST.md held, where a search's line had replaced it, and said done."""
-    paths = {s.id: str(s.args.get("path", "")).strip().lstrip("./") for s in steps if s.tool == WRITE_TOOL_NAME}
+    paths = {s.id: path_key(s.args.get("path")) for s in steps if s.tool == WRITE_TOOL_NAME}
     last: dict[str, str] = {}
     replaced: set[str] = set()
     for r in results:
