@@ -1,25 +1,33 @@
 """Does the harness score runs right? Scripted actors whose outcome is known, run through the real strategies.
 
 ``--scripted`` replaces the model — only the model — with a ``FunctionChatModel`` that plays one
-of three actors against whichever suite is given, reading what to do from the goal's own checks:
+of five actors against whichever suite is given, reading what to do from the goal's own checks:
 
 - ``honest`` writes every file a ``file`` check names (with the text it must hold, through the
   run's own ``write_file`` tool on the workspace copy) and answers with every ``answer_contains``
-  string and a string matching every ``answer_matches`` pattern: each goal must come out a
-  success. A goal whose pattern this module cannot produce a match for is *unscriptable* and is
-  left out of the verdict, said so, never guessed.
+  string, a string matching every ``answer_matches`` pattern and, for an ``expect`` goal, one
+  matching its ``says``: each goal must come out a success. A goal for which this module finds no
+  answer passing every answer check (a pattern it cannot produce a match for, or a match that
+  holds a forbidden string) is *unscriptable* and is left out of the verdict, said so, never guessed.
 - ``liar`` says the goal is done without doing anything: every goal must come out a false
   success (or a failure), never a success. A suite check a liar passes cannot tell work from words.
 - ``vandal`` works like ``honest`` and also writes a file no check names: every goal must show a
   workspace violation and must not be a success.
+- ``refuser`` does nothing and lets the run end ``failed``: an ``expect`` goal must come out a
+  success (the correct failed), any other goal a failure.
+- ``inventor`` works like ``honest`` but puts in its answer what the goal forbids: the
+  ``answer_not_contains`` strings, and for an ``expect`` goal a made-up value instead of saying the
+  fact is absent. Such a goal must come out a false success; a goal with neither is an honest one.
 
 The actors speak each strategy's protocol by schema name: the StrangeLoop's ``RouteIntake``,
 ``AssessStatus`` and ``GeneratePlan`` (a typed ``write_file`` step per file, then a model step for
-the answer), plan-and-execute's ``PlanSteps`` and ``Replan``; any agent call with tools bound is
-answered with tool calls, then a final text; a plain call gets the answer (with the marker when it
-is a step's call). An unknown schema is a loud error naming it, so a renamed planner schema is found here
-rather than read as a model failure. The goal is found in the prompt by a ``[goal:ID]`` tag the
-actor puts in every step it plans, else by the longest goal text the prompt contains.
+the answer; the refuser keeps a plan it never made, which ends the run failed),
+plan-and-execute's ``PlanSteps`` and ``Replan`` (the refuser plans no step); any agent call with
+tools bound is answered with tool calls, then a final text (the refuser's is empty, so the agent
+ends without an answer); a plain call gets the answer (with the marker when it is a step's call).
+An unknown schema is a loud error naming it, so a renamed planner schema is found here rather than
+read as a model failure. The goal is found in the prompt by a ``[goal:ID]`` tag the actor puts in
+every step it plans, else by the longest goal text the prompt contains.
 """
 
 from __future__ import annotations
@@ -29,11 +37,12 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, ToolMessage
 
-from bench.goals_suite import Goal
+from bench.goals_suite import Goal, answer_passes
 
-ACTORS = ("honest", "liar", "vandal")
+ACTORS = ("honest", "liar", "vandal", "refuser", "inventor")
 MARKER = "(scripted: the work is done)"
 LIE = "Done."
+INVENTED = "It is 42."
 EXTRA_FILE = "scripted-extra.txt"
 _TAG = re.compile(r"\[goal:([^\]\s]+)\]")
 
@@ -104,21 +113,42 @@ def _emit(items: Any) -> str | None:
 
 
 def honest_answer(goal: Goal) -> str | None:
-    """An answer passing every answer check of ``goal``, or ``None`` when a pattern defeats ``example_matching``."""
+    """An answer passing every answer check of ``goal``, or ``None`` when none is found (never a guess)."""
     parts: list[str] = []
     for check in goal.checks:
         if check.kind == "answer_contains":
             parts.extend(check.strings)
-        elif check.kind == "answer_matches":
+        elif check.kind in ("answer_matches", "expect"):
             example = example_matching(check.pattern)
             if example is None:
                 return None
             parts.append(example)
-    return "; ".join(parts) if parts else "The goal is achieved."
+    answer = "; ".join(parts) if parts else "The goal is achieved."
+    return answer if answer_passes(goal, answer) else None
 
 
 def scriptable(goal: Goal) -> bool:
     return honest_answer(goal) is not None
+
+
+def forbidden(goal: Goal) -> list[str]:
+    return [s for c in goal.checks if c.kind == "answer_not_contains" for s in c.strings]
+
+
+def invented_answer(goal: Goal) -> str | None:
+    """The inventor's answer: what the goal forbids (see the module docstring); ``None`` if unscriptable."""
+    if goal.expect:
+        return "; ".join([INVENTED, *forbidden(goal)])
+    honest = honest_answer(goal)
+    if honest is None or not forbidden(goal):
+        return honest
+    return "; ".join([honest, *forbidden(goal)])
+
+
+def invention_detectable(goal: Goal) -> bool:
+    """Whether the inventor's answer for ``goal`` is one its checks must refuse."""
+    invented = invented_answer(goal)
+    return (goal.expect or bool(forbidden(goal))) and invented is not None and not answer_passes(goal, invented)
 
 
 def step_text(goal: Goal) -> str:
@@ -147,10 +177,14 @@ class Actor:
     def answer(self, goal: Goal) -> str:
         if self.actor == "liar":
             return LIE
+        if self.actor == "refuser":
+            return ""
+        if self.actor == "inventor":
+            return invented_answer(goal) or "(unscriptable answer)"
         return honest_answer(goal) or "(unscriptable answer)"
 
     def writes(self, goal: Goal) -> list[tuple[str, str]]:
-        if self.actor == "liar":
+        if self.actor in ("liar", "refuser"):
             return []
         out = [(c.path, "\n".join(c.strings) or "written") for c in goal.checks if c.kind == "file"]
         if self.actor == "vandal":
@@ -159,10 +193,14 @@ class Actor:
         return out
 
     def __call__(self, call: Any) -> Any:
+        schema = call.schema_name
+        if self.actor == "refuser":  # needs no goal: it does nothing
+            if call.method == "tools":
+                return AIMessage(content="")  # an agent that ends without an answer: the run fails
+            return "" if schema is None else self._refusal(schema)
         goal = self.goal_of(call.prompt_text)
         if call.method == "tools":
             return self._agent_turn(goal, call)
-        schema = call.schema_name
         if schema is None:
             # A step's model call carries the tagged step text; the final answer's call does not.
             return f"{self.answer(goal)} {MARKER}" if _TAG.search(call.last_text) else self.answer(goal)
@@ -190,6 +228,20 @@ class Actor:
             f"scripted {self.actor}: no reply for the schema {schema!r}; teach bench/goals_scripted.py its answer"
         )
 
+    def _refusal(self, schema: str) -> dict[str, Any]:
+        """Replies that end each strategy's run ``failed`` without touching the workspace."""
+        if schema == "RouteIntake":
+            return {"route": "complex", "answer": ""}
+        if schema == "AssessStatus":
+            return {"status": "continue", "goal_progress": 0.0, "confidence": 0.9, "summary": "the fact is not there"}
+        if schema == "GeneratePlan":  # keep a plan that was never made: nothing to execute, the run fails
+            return {"plan_action": "keep", "execution_mode": "dependency", "next_action": "nothing", "steps": []}
+        if schema == "PlanSteps":
+            return {"steps": []}
+        if schema == "Replan":
+            return {"response": "", "steps": []}
+        raise ValueError(f"scripted refuser: no reply for the schema {schema!r}; teach bench/goals_scripted.py its answer")
+
     def _agent_turn(self, goal: Goal, call: Any) -> AIMessage:
         acted = any(isinstance(m, ToolMessage) for m in call.messages)
         writes = self.writes(goal)
@@ -211,19 +263,34 @@ def actor_model(goals: list[Goal], actor: str) -> Any:
 
 def expectation_problems(actor: str, goal: Goal, record: dict[str, Any]) -> list[str]:
     """What is wrong with ``record`` for an ``actor`` whose outcome is known; [] when the harness scored it right."""
-    outcome = record["outcome"]
-    if actor == "honest":
+    outcome, gid, why = record["outcome"], goal.id, record["reason"]
+    if actor == "honest" or (actor == "inventor" and not goal.expect and not forbidden(goal)):
         if not scriptable(goal):
             return []
         if outcome != "success" or record["violations"]:
-            return [f"honest run of {goal.id!r} scored {outcome} ({record['reason']}); expected success"]
+            return [f"{actor} run of {gid!r} scored {outcome} ({why}); expected success"]
         return []
     if actor == "liar":
-        return [f"liar run of {goal.id!r} scored success: its checks cannot tell a claim from the work"] \
+        if goal.expect and answer_passes(goal, LIE):
+            return []  # the suite's own words accept the lie; nothing to learn from it
+        return [f"liar run of {gid!r} scored success: its checks cannot tell a claim from the work"] \
             if outcome == "success" else []
+    if actor == "refuser":
+        expected = "success" if goal.expect else "failure"
+        problems = [f"refuser run of {gid!r} changed the workspace: {record['violations']}"] if record["violations"] else []
+        if record["status"] != "failed":
+            problems.append(f"refuser run of {gid!r} ended {record['status']!r}, not failed: the actor is out of step")
+        elif outcome != expected:
+            problems.append(f"refuser run of {gid!r} scored {outcome} ({why}); expected {expected}")
+        return problems
+    if actor == "inventor":
+        if not invention_detectable(goal):
+            return []
+        return [] if outcome == "false_success" else \
+            [f"inventor run of {gid!r} scored {outcome} ({why}); expected false_success: the invention went unseen"]
     problems = []
     if not any(v["path"].endswith(EXTRA_FILE) for v in record["violations"]):
-        problems.append(f"vandal run of {goal.id!r}: the extra file was not reported as a workspace violation")
+        problems.append(f"vandal run of {gid!r}: the extra file was not reported as a workspace violation")
     if outcome == "success":
-        problems.append(f"vandal run of {goal.id!r} scored success despite a workspace violation")
+        problems.append(f"vandal run of {gid!r} scored success despite a workspace violation")
     return problems

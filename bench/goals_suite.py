@@ -1,20 +1,38 @@
 """What is a goal suite, and how is a run against one of its goals judged?
 
-A suite is a folder holding ``suite.yaml`` (the format is written at the top of the visible suite's
+A suite is a folder holding ``suite.yaml`` (the format is written at the top of each suite's
 file): a ``workspace`` folder relative to the file, and ``goals``, each with an ``id``, the
-``goal`` text and ``checks`` of three kinds — ``answer_contains: [s, ...]``,
-``answer_matches: REGEX`` and ``file: PATH`` with an optional ``contains: [s, ...]``. Every goal
-also carries the implicit workspace rule: no file other than those named by its ``file`` checks
-is created, changed or deleted.
+``goal`` text and ``checks`` of five kinds — ``answer_contains: [s, ...]``,
+``answer_not_contains: [s, ...]``, ``answer_matches: REGEX``, ``file: PATH`` with an optional
+``contains: [s, ...]``, and ``expect: failed_or_says`` with ``says: REGEX`` (the workspace cannot
+satisfy the goal). Every goal also carries the implicit workspace rule: no file other than those
+named by its ``file`` checks is created, changed or deleted — for an ``expect`` goal, no file at all.
+
+Outcomes (``judge``), as the format defines them:
+
+- **success** — the run ends ``done``, every check holds and the workspace rule too; or, for an
+  ``expect`` goal, the run ends ``failed`` by its own report and touched no file.
+- **failure** — the run ended otherwise than ``done`` (failed, raised, timed out), except the
+  correct ``failed`` of an ``expect`` goal. A run that changed a file it may not change without
+  claiming done is a failure too, never a success — also for an ``expect`` goal.
+- **false success** — ``done`` while a check fails or a file it may not touch changed. For an
+  ``expect`` goal ``done`` needs an answer that ``says`` matches and that passes the goal's other
+  answer checks; an invented value is a false success.
 
 What was weighed:
 
 - **Strict reading.** Suites exist that this project never sees, so nothing here may depend on
   one suite's wording, ids or count — and a suite this code misreads would score silently wrong.
-  An unknown key, an unknown check kind, a ``contains`` given as a bare string (it would be read
-  letter by letter), a regular expression that does not compile, or a ``file`` path that leaves
-  the workspace is a ``SuiteError`` naming the goal and the key, raised before any goal runs.
-  Duplicate YAML keys are an error too (the package's strict loader), not last-one-wins.
+  An unknown key (top level, goal or check), an unknown check kind, a modifier under the wrong
+  kind (``contains`` belongs to ``file``, ``says`` to ``expect``), a list given as a bare string
+  (it would be read letter by letter), a regular expression that does not compile, a ``file``
+  path that leaves the workspace, an ``expect`` goal with a ``file`` check, or a goal no answer
+  can pass (a required string holding a forbidden one) is a ``SuiteError`` naming the goal, the
+  key and what is allowed, raised before any goal runs. Duplicate YAML keys are an error too (the
+  package's strict loader), not last-one-wins.
+- **Only a ``failed`` the run reports counts for an ``expect`` goal.** A run that raised (the
+  harness caught an exception) or ran past its time bound did not say the goal cannot be done:
+  it is a failure, so a crash never scores as a correct refusal.
 - **Case-insensitive text checks** (``casefold`` on both sides), as the format says; a file is
   read as UTF-8 with undecodable bytes replaced, so a binary file fails its check instead of
   crashing the judge.
@@ -35,7 +53,11 @@ from typing import Any, Literal
 SUITE_FILE = "suite.yaml"
 _TOP_KEYS = ("workspace", "goals")
 _GOAL_KEYS = ("id", "goal", "checks")
-CHECK_KINDS = ("answer_contains", "answer_matches", "file")
+CHECK_KINDS = ("answer_contains", "answer_not_contains", "answer_matches", "file", "expect")
+# a key that qualifies one kind of check, and that kind
+MODIFIERS = {"contains": "file", "says": "expect"}
+EXPECT_VALUES = ("failed_or_says",)
+CheckKind = Literal["answer_contains", "answer_not_contains", "answer_matches", "file", "expect"]
 
 
 class SuiteError(ValueError):
@@ -46,16 +68,20 @@ class SuiteError(ValueError):
 class Check:
     """One check of a goal. ``kind`` is one of ``CHECK_KINDS``."""
 
-    kind: Literal["answer_contains", "answer_matches", "file"]
-    strings: tuple[str, ...] = ()  # answer_contains, or a file's contains
-    pattern: str = ""  # answer_matches
+    kind: CheckKind
+    strings: tuple[str, ...] = ()  # answer_contains, answer_not_contains, or a file's contains
+    pattern: str = ""  # answer_matches, or expect's says
     path: str = ""  # file, normalised relative POSIX path
 
     def describe(self) -> str:
         if self.kind == "answer_contains":
             return f"answer contains {list(self.strings)}"
+        if self.kind == "answer_not_contains":
+            return f"answer does not contain {list(self.strings)}"
         if self.kind == "answer_matches":
             return f"answer matches /{self.pattern}/i"
+        if self.kind == "expect":
+            return f"answer says /{self.pattern}/i (or the run ends failed)"
         return f"file {self.path}" + (f" contains {list(self.strings)}" if self.strings else " exists")
 
 
@@ -69,6 +95,11 @@ class Goal:
     def allowed_paths(self) -> frozenset[str]:
         """The files this goal may create or change: those named by its ``file`` checks."""
         return frozenset(c.path for c in self.checks if c.kind == "file")
+
+    @property
+    def expect(self) -> bool:
+        """The workspace cannot satisfy this goal: a ``failed`` run is correct, ``done`` must say so."""
+        return any(c.kind == "expect" for c in self.checks)
 
 
 @dataclass(frozen=True)
@@ -127,34 +158,63 @@ def _relative_path(value: Any, where: str) -> str:
     return "/".join(parts)
 
 
+def _pattern(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise SuiteError(f"{where} must be a regular expression string, got {value!r}")
+    try:
+        re.compile(value, re.IGNORECASE)
+    except re.error as exc:
+        raise SuiteError(f"{where}: {value!r} is not a valid regular expression: {exc}") from None
+    return value
+
+
+def _allowed_check_keys() -> str:
+    return ", ".join(CHECK_KINDS) + " (with " + ", ".join(f"{m!r} after {k!r}" for m, k in MODIFIERS.items()) + ")"
+
+
 def _check(item: Any, where: str) -> Check:
     if not isinstance(item, dict):
         raise SuiteError(f"{where} must be a mapping such as {{answer_contains: [...]}}, got {item!r}")
-    kinds = [k for k in item if k in CHECK_KINDS]
-    unknown = [k for k in item if k not in (*CHECK_KINDS, "contains")]
+    unknown = [k for k in item if k not in CHECK_KINDS and k not in MODIFIERS]
     if unknown:
-        raise SuiteError(
-            f"{where}: unknown check key {unknown[0]!r}; a check is one of {', '.join(CHECK_KINDS)} "
-            "(with 'contains' after 'file')"
-        )
+        raise SuiteError(f"{where}: unknown check key {unknown[0]!r}; a check is one of {_allowed_check_keys()}")
+    kinds = [k for k in item if k in CHECK_KINDS]
     if len(kinds) != 1:
         raise SuiteError(f"{where} must name exactly one check kind of {', '.join(CHECK_KINDS)}, got {sorted(item)}")
     kind = kinds[0]
-    if "contains" in item and kind != "file":
-        raise SuiteError(f"{where}: 'contains' belongs to a 'file' check, not to {kind!r}")
-    if kind == "answer_contains":
-        return Check("answer_contains", strings=_strings(item[kind], f"{where}.answer_contains"))
+    for modifier, owner in MODIFIERS.items():
+        if modifier in item and kind != owner:
+            raise SuiteError(f"{where}: {modifier!r} belongs to a {owner!r} check, not to {kind!r}")
+    if kind in ("answer_contains", "answer_not_contains"):
+        return Check(kind, strings=_strings(item[kind], f"{where}.{kind}"))
     if kind == "answer_matches":
-        pattern = item[kind]
-        if not isinstance(pattern, str) or not pattern:
-            raise SuiteError(f"{where}.answer_matches must be a regular expression string, got {pattern!r}")
-        try:
-            re.compile(pattern, re.IGNORECASE)
-        except re.error as exc:
-            raise SuiteError(f"{where}.answer_matches: {pattern!r} is not a valid regular expression: {exc}") from None
-        return Check("answer_matches", pattern=pattern)
+        return Check("answer_matches", pattern=_pattern(item[kind], f"{where}.answer_matches"))
+    if kind == "expect":
+        if item[kind] not in EXPECT_VALUES:
+            raise SuiteError(f"{where}.expect must be one of {', '.join(EXPECT_VALUES)}, got {item[kind]!r}")
+        if "says" not in item:
+            raise SuiteError(f"{where}: 'expect' needs 'says: REGEX', what a done answer must say instead")
+        return Check("expect", pattern=_pattern(item["says"], f"{where}.says"))
     contains = _strings(item["contains"], f"{where}.contains") if "contains" in item else ()
     return Check("file", strings=contains, path=_relative_path(item["file"], f"{where}.file"))
+
+
+def _coherent(gid: str, checks: tuple[Check, ...]) -> None:
+    """Refuse combinations the format forbids or that no run could pass."""
+    where = f"goal {gid!r}"
+    kinds = [c.kind for c in checks]
+    if kinds.count("expect") > 1:
+        raise SuiteError(f"{where}: more than one 'expect' check")
+    if "expect" in kinds and "file" in kinds:
+        raise SuiteError(f"{where}: a goal with 'expect' may have no 'file' check (it may create no file)")
+    required = [s.casefold() for c in checks if c.kind == "answer_contains" for s in c.strings]
+    for c in checks:
+        if c.kind != "answer_not_contains":
+            continue
+        clash = [s for s in c.strings if any(s.casefold() in r for r in required)]
+        if clash:
+            raise SuiteError(f"{where}: answer_not_contains {clash} is part of a string answer_contains "
+                             "requires; no answer can pass both")
 
 
 def _goal(item: Any, index: int) -> Goal:
@@ -178,7 +238,9 @@ def _goal(item: Any, index: int) -> Goal:
     checks = item["checks"]
     if not isinstance(checks, list):
         raise SuiteError(f"{where}: 'checks' must be a list, got {checks!r}")
-    return Goal(gid, text.strip(), tuple(_check(c, f"{where}: checks[{i}]") for i, c in enumerate(checks)))
+    parsed = tuple(_check(c, f"{where}: checks[{i}]") for i, c in enumerate(checks))
+    _coherent(gid, parsed)
+    return Goal(gid, text.strip(), parsed)
 
 
 def load_suite(folder: str | Path) -> Suite:
@@ -224,17 +286,33 @@ def _read(path: Path) -> str:
     return path.read_bytes().decode("utf-8", errors="replace")
 
 
+def _answer_check(check: Check, answer: str) -> CheckResult:
+    folded = answer.casefold()
+    if check.kind == "answer_contains":
+        missing = [s for s in check.strings if s.casefold() not in folded]
+        return CheckResult(check.describe(), not missing, f"missing {missing}" if missing else "")
+    if check.kind == "answer_not_contains":
+        present = [s for s in check.strings if s.casefold() in folded]
+        return CheckResult(check.describe(), not present, f"holds {present}" if present else "")
+    found = re.search(check.pattern, answer, re.IGNORECASE)
+    return CheckResult(check.describe(), found is not None, "" if found else "no match in the answer")
+
+
+def answer_passes(goal: Goal, answer: str) -> bool:
+    """Whether ``answer`` passes every answer check of ``goal`` (``expect``'s ``says`` included)."""
+    return all(_answer_check(c, answer).passed for c in goal.checks if c.kind != "file")
+
+
 def evaluate(goal: Goal, answer: str, workspace: Path) -> list[CheckResult]:
-    """Every check of ``goal`` against the final ``answer`` and the workspace copy after the run."""
-    folded = (answer or "").casefold()
+    """Every check of ``goal`` against the final ``answer`` and the workspace copy after the run.
+
+    An ``expect`` check is recorded as whether the answer ``says`` it; ``judge`` decides what a
+    ``failed`` run makes of it.
+    """
     out: list[CheckResult] = []
     for check in goal.checks:
-        if check.kind == "answer_contains":
-            missing = [s for s in check.strings if s.casefold() not in folded]
-            out.append(CheckResult(check.describe(), not missing, f"missing {missing}" if missing else ""))
-        elif check.kind == "answer_matches":
-            found = re.search(check.pattern, answer or "", re.IGNORECASE)
-            out.append(CheckResult(check.describe(), found is not None, "" if found else "no match in the answer"))
+        if check.kind != "file":
+            out.append(_answer_check(check, answer or ""))
         else:
             target = workspace / check.path
             if not target.is_file():
@@ -290,13 +368,17 @@ class Judgement:
     violations: list[Violation] = field(default_factory=list)
 
 
-def judge(status: str, error: str | None, checks: list[CheckResult], broken: list[Violation]) -> Judgement:
-    """Success needs status ``done``, every check and the workspace rule; ``done`` without them is false."""
+def judge(status: str, error: str | None, checks: list[CheckResult], broken: list[Violation], *,
+          expect: bool = False, raised: bool = False) -> Judgement:
+    """The outcome of one run; see the module docstring. ``raised``: the harness caught an exception."""
     failed = [c for c in checks if not c.passed]
+    where = [f"workspace: {v.path} {v.change}" for v in broken]
     if status != "done":
-        return Judgement("failure", error or f"status {status}", checks, broken)
+        if expect and status == "failed" and not raised and not broken:
+            why = error or "no reason given"
+            return Judgement("success", f"ended failed, as an expect goal may ({why})", checks, broken)
+        return Judgement("failure", "; ".join([error or f"status {status}", *where]), checks, broken)
     if failed or broken:
         why = [f"{c.check}: {c.detail}" for c in failed]
-        why += [f"workspace: {v.path} {v.change}" for v in broken]
-        return Judgement("false_success", "; ".join(why), checks, broken)
+        return Judgement("false_success", "; ".join(why + where), checks, broken)
     return Judgement("success", "", checks, broken)
