@@ -21,6 +21,17 @@ What is built once per server process, and what per run:
   ``max_iterations``, ``max_plan_steps``; a server mirrors the context into ``configurable``,
   where this factory reads it). A model string the process has not used yet is built then, once.
 
+**The operator decides what a client may change** (``server:`` in the config, ``ServerConfig``).
+A client is whoever can reach the server's API, and the run it starts spends the operator's keys
+and reads the operator's files. So a context key not in ``server.client_context`` is refused
+(by default only ``max_iterations`` and ``max_plan_steps``: a client cannot turn the approval gate
+off, nor pick a model), a cap above its ceiling (``server.max_iterations`` /
+``server.max_plan_steps``, by default the planner's own values: a client may lower them, never
+raise them) is refused, and a model must be ``models.default`` or listed in
+``server.client_models``. A scripted model is never a client's to name: ``scripted:PATH`` opens a
+file on the server, and its errors would tell a client which paths exist. Each refusal is a
+``ValueError`` naming the key and the rule, raised before anything is built for the run.
+
 Nothing blocks the server's event loop: reading the config, checking paths, importing tools and
 building models happen in a worker thread (``asyncio.to_thread``), and the process-wide parts are
 built under a lock there. A LangGraph dev server refuses blocking calls on its loop
@@ -33,10 +44,11 @@ claimed; that would need a limiter in a shared store.
 
 Inputs: ``goal_input(goal, thread_id=...)`` as JSON (at least ``{"goal": ...}``), or a chat turn
 ``{"messages": [{"role": "user", "content": ...}]}``; set ``"intake": "complex"`` to skip the
-routing call. The approval gate (``run.approval: true``, or ``{"approval": true}`` in the run's
-context) pauses with an interrupt, resumed with ``Command(resume={"approved": true, "sha256": ...})``
-(the interrupt's digest: an approval names the plan it approves) from any client, including
-``langgraph.pregel.remote.RemoteGraph``.
+routing call. An input's ``max_iterations`` is held to the same ceiling as the context's. The
+approval gate (``run.approval: true``, or ``{"approval": true}`` in the run's context where
+``server.client_context`` lists ``approval``) pauses with an interrupt, resumed with
+``Command(resume={"approved": true, "sha256": ...})`` (the interrupt's digest: an approval names
+the plan it approves) from any client, including ``langgraph.pregel.remote.RemoteGraph``.
 """
 
 from __future__ import annotations
@@ -63,6 +75,7 @@ from soothe_planner.config import (
     resolve_controller,
     resolve_run,
     resolve_tools,
+    split_model_spec,
 )
 from soothe_planner.graph import parse_run_context
 
@@ -73,7 +86,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.graph import RunContext
 
-__all__ = ["CONFIG_ENV", "graph_for_run", "make_graph"]
+__all__ = ["CONFIG_ENV", "check_client_context", "graph_for_run", "make_graph"]
 
 CONFIG_ENV = "SOOTHE_CONFIG"
 DEFAULT_CONFIG = Path("config") / "default.yaml"
@@ -115,6 +128,39 @@ def _process() -> _Process:
         return found
 
 
+def check_client_context(config: SootheConfig, options: RunContext) -> None:
+    """Refuse what the operator's ``server:`` section does not let a client set (see the module docstring)."""
+    rules = config.server
+    for key in options:
+        if key not in rules.client_context:
+            allowed = ", ".join(rules.client_context) or "none"
+            raise ValueError(
+                f"run context {key}: a client may not set it on this server (the operator allows: {allowed}; "
+                "server.client_context in the config)"
+            )
+    for key in ("max_iterations", "max_plan_steps"):
+        value = options.get(key)
+        if value is None:
+            continue
+        ceiling = getattr(rules, key) or getattr(config.planner, key)
+        if value > ceiling:
+            raise ValueError(
+                f"run context {key} = {value}: above this server's ceiling of {ceiling} "
+                f"(server.{key} in the config)"
+            )
+    model = options.get("model")
+    if model is None or model == config.models.default:
+        return
+    if split_model_spec(model.strip())[0] == "scripted":
+        raise ValueError("run context model: a client may never name a scripted model (it reads a file on the server)")
+    if model not in rules.client_models:
+        raise ValueError(
+            f"run context model = {model!r}: not a model this server lets a client name "
+            f"(allowed: the server's default model, {', '.join(rules.client_models) or 'no other'}; "
+            "server.client_models in the config)"
+        )
+
+
 def _run_config(config: SootheConfig, options: RunContext) -> SootheConfig:
     """``config`` with the run's choices applied, each section validated again."""
     if not options:
@@ -138,11 +184,13 @@ def graph_for_run(configurable: Mapping[str, Any] | None = None) -> CompiledStat
     """The StrangeLoop for one run, its ``RunContext`` read from ``configurable`` (blocking: off the loop)."""
     process = _process()
     options = parse_run_context(dict(configurable or {}))
+    check_client_context(process.config, options)
     config = _run_config(process.config, options)
     with process.lock:  # models are built once per string, whichever run asks first
         pool = ModelPool(config, built=process.pool.built)
         run = resolve_run(config, controller=process.controller.for_run(), pool=pool, tools=process.tools)
-    return run.graph()
+    rules = process.config
+    return run.graph(iteration_ceiling=rules.server.max_iterations or rules.planner.max_iterations)
 
 
 async def make_graph(config: RunnableConfig | None = None) -> CompiledStateGraph[Any, Any, Any, Any]:

@@ -87,7 +87,7 @@ async def _cli_graph(path: Path) -> Any:
 
 def _options(kw: dict[str, Any]) -> dict[str, Any]:
     """The graph's options, without persistence (the server brings its own) and the tracer instance."""
-    out = {k: v for k, v in kw.items() if k not in ("checkpointer", "store", "callbacks")}
+    out = {k: v for k, v in kw.items() if k not in ("checkpointer", "store", "callbacks", "iteration_ceiling")}
     out["callbacks"] = [type(c).__name__ for c in kw.get("callbacks") or ()]
     return out
 
@@ -105,6 +105,8 @@ async def test_the_cli_and_the_server_build_the_graph_with_the_same_options(
     server_kw, cli_kw = seen
     assert _options(server_kw) == _options(cli_kw)
     assert server_kw["checkpointer"] is None and cli_kw["checkpointer"] is not None
+    # a server's clients may not ask the input for more iterations than the operator allows
+    assert server_kw["iteration_ceiling"] == 4 and cli_kw["iteration_ceiling"] is None
     # every key of the config, as the config says it
     assert _options(server_kw) == {
         "approval": True, "synthesize": False, "intake": False, "failure_policy": "retry(2)",
@@ -206,17 +208,20 @@ async def test_the_server_builds_each_run_from_its_context_on_the_process_wide_p
     from soothe_planner.graph import recursion_limit_for
     from soothe_planner.server import _process, graph_for_run
 
-    _config(tmp_path, monkeypatch, run={"approval": False})
+    _config(tmp_path, monkeypatch, run={"approval": False},
+            server={"client_context": ["approval", "max_iterations", "model"], "client_models": ["openai:gpt-4o-mini"]})
     monkeypatch.delenv("SOOTHE_SCRIPTED_MODEL")  # the model comes from the config, or the run's context
-    (tmp_path / "other.json").write_text(json.dumps(SCRIPT))
     seen = _spy(monkeypatch)
-    graph = graph_for_run({"approval": True, "max_iterations": 2, "model": "scripted:other.json", "user": "x"})
+    graph = graph_for_run({"approval": True, "max_iterations": 2, "user": "x"})
     assert seen[-1]["approval"] is True and seen[-1]["max_iterations"] == 2
-    assert seen[-1]["model_name"] == f"scripted:{tmp_path / 'other.json'}"  # relative to the config's folder
+    assert seen[-1]["model_name"] == f"scripted:{tmp_path / 'script.json'}"  # relative to the config's folder
     assert graph.config is not None and graph.config["recursion_limit"] == recursion_limit_for(2)
     paused = await graph.ainvoke(goal_input(GOAL, thread_id="ctx"), run_config("ctx", 2))
     assert "__interrupt__" in paused and paused["status"] == "running"  # approval, from the context
-    process = _process()
-    assert set(process.pool.built) >= {f"scripted:{tmp_path / 'other.json'}"}  # built once, kept for later runs
+    # a model the operator lists is built for the run, once, and kept for later runs (not called here)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-real-key")
+    graph_for_run({"model": "openai:gpt-4o-mini"})
+    assert seen[-1]["model_name"] == "openai:gpt-4o-mini"
+    assert set(_process().pool.built) >= {"openai:gpt-4o-mini"}
     with pytest.raises(ValueError, match="run context max_iterations = 'two'"):
         graph_for_run({"max_iterations": "two"})

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from soothe_planner.local.drafting import LookupDrafter
+np = pytest.importorskip("numpy", reason="needs the 'local' extra: pip install -e '.[local]'")
+
+from soothe_planner.local.drafting import LookupDrafter  # noqa: E402 (after the skip)
 
 
 def ids(*tokens: int) -> np.ndarray:

@@ -7,10 +7,11 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
 
-from soothe_planner.local.prompt_states import (
+np = pytest.importorskip("numpy", reason="needs the 'local' extra: pip install -e '.[local]'")
+
+from soothe_planner.local.prompt_states import (  # noqa: E402 (after the skip)
     PROMPT_STATES_ENV,
     PROMPT_STATES_MIB_ENV,
     PromptStates,

@@ -308,7 +308,8 @@ def test_a_folder_swapped_for_a_symlink_after_the_walk_entered_it_keeps_the_writ
     real_open = os.open
 
     def swapping_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if path == "out.txt" and flags & os.O_CREAT:
+        # the write goes to a temporary file beside out.txt, renamed over it
+        if isinstance(path, str) and path.startswith(".out.txt.") and flags & os.O_CREAT:
             os.rename(workspace / "src", workspace / "src.moved")
             os.symlink(outside, workspace / "src")
         return real_open(path, flags, *args, **kwargs)

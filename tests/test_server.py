@@ -123,6 +123,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "execution": {"workspace": str(WORKSPACE), "tools": ["builtin:list_dir", "builtin:read_file"]},
         "checkpoint": {"backend": "memory"},
         "run": {"synthesize": False, "intake": False, "approval": False},
+        "server": {"client_context": ["approval"]},  # the scenario's client asks for the gate
     }
     (tmp / "soothe.yaml").write_text(json.dumps(config))
     # The repository's own langgraph.json, its graph path made absolute so the server can run from a

@@ -8,9 +8,12 @@ from the checkpointer alone: no model is started). Without ``--config`` a comman
 decides.
 
 Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
-configuration error, 3 the run is paused waiting for plan approval (resume it with ``--approve``
+configuration error (a missing optional extra among them: the message names the extra to install), 3 the run is paused waiting for plan approval (resume it with ``--approve``
 or ``--reject``), 130 interrupted. Errors are one line on stderr; ``--debug`` adds the traceback.
-One boundary (``_boundary``) turns ``PlannerError`` into that line and that code.
+One boundary (``_boundary``) turns ``PlannerError`` into that line and that code. Whatever a
+command prints — errors, reports, ``--json`` — passes through the loaded config's
+``redact_text``, so a value that came from ``${VAR}`` (a script path, a checkpoint path) is shown
+as ``(hidden)``.
 
 The arguments are parsed by click. ``--json`` and ``--debug`` are declared once
 (``_output_flags``) and accepted before the command and after it; a command reads both places.
@@ -77,6 +80,63 @@ class Options:
     force: bool = False
 
 
+_redact: list[Callable[[str], str]] = []
+"""The loaded config's ``redact_text``, while a command runs (see the module docstring)."""
+
+# The optional extras, by the top-level module a command found missing.
+_EXTRA_OF = {"numpy": "local", "llama_cpp": "local", "psycopg": "postgres", "tiktoken": "bench",
+             "networkx": "bench", "sentence_transformers": "bench", "torch": "bench", "rapidfuzz": "bench"}
+
+
+def _find_config(path: str) -> Any:
+    from soothe_planner.config import find_config
+
+    config = find_config(path)
+    _redact[:] = [config.redact_text]
+    return config
+
+
+def _hidden(text: str) -> str:
+    return _redact[0](text) if _redact else text
+
+
+def _hidden_values(value: Any) -> Any:
+    """``value`` (a run's state, as read back) with every string passed through ``_hidden``."""
+    if isinstance(value, str):
+        return _hidden(value)
+    if isinstance(value, dict):
+        return {k: _hidden_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hidden_values(v) for v in value]
+    return value
+
+
+def _thread(args: Options) -> str:
+    """The ``--thread`` value, or a new id; a value that is not printable UTF-8 text is a usage error."""
+    thread = args.thread
+    if thread is None:
+        return uuid.uuid4().hex[:12]
+    try:
+        thread.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _Usage(
+            f"--thread {thread!r} is not valid UTF-8 text (it holds undecodable bytes); give a thread id in text"
+        ) from None
+    if not thread.strip() or not thread.isprintable():
+        raise _Usage(f"--thread {thread!r}: a thread id must be printable text, not empty or control characters")
+    return thread
+
+
+def _goal(goal: str) -> str:
+    """``goal``, or a usage error if it is over the goal size limit."""
+    from soothe_planner.graph import check_goal
+
+    try:
+        return check_goal(goal)
+    except ValueError as exc:
+        raise _Usage(str(exc)) from None
+
+
 def _out(args: Options) -> Console:
     return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
 
@@ -122,12 +182,13 @@ def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: A
     from soothe_planner.cli.terminal import render_report, report_dict
 
     console = _out(args)
+    values = _hidden_values(values)
     calls = values.get("llm_calls") or 0  # the run's one count, persisted with it (concurrency/meter.py)
     if interrupts:
         payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
         if args.json:
             report = report_dict(values, thread_id=thread_id, llm_calls=calls)
-            report.update(status="awaiting_approval", approval=payload)
+            report.update(status="awaiting_approval", approval=_hidden_values(payload))
             print(json.dumps(report, indent=2, default=str))
         else:
             console.print((payload or {}).get("rendering", "") if isinstance(payload, dict) else str(payload))
@@ -169,12 +230,12 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
     from langgraph.types import Command
 
     from soothe_planner.cli.terminal import RunView
-    from soothe_planner.config import find_config, resolve_persistence, resolve_run
+    from soothe_planner.config import resolve_persistence, resolve_run
     from soothe_planner.graph import goal_input, run_config
     from soothe_planner.tracing import trace_run
 
-    config = find_config(args.config)
-    thread_id = args.thread or uuid.uuid4().hex[:12]
+    config = _find_config(args.config)
+    thread_id = _thread(args)
     if not resume and not args.json:
         _out(args).print(f"thread {thread_id}")
     async with resolve_persistence(config) as persistence:
@@ -199,7 +260,7 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
             else:
                 return _finish(snapshot.values, (), thread_id, resolved, args)
         else:
-            goal = args.goal
+            goal = _goal(args.goal)
             inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
         # Live: the count the run was saved with, plus the calls this process has made since; the
         # nodes write the same sum back to the state, which the report and `show` read.
@@ -248,6 +309,7 @@ def cmd_validate(args: Options) -> int:
     from soothe_planner.config import load_config
 
     config = load_config(args.path)
+    _redact[:] = [config.redact_text]
     shown = config.redacted_dump()  # values that came from the environment are never printed
     if args.json:
         print(json.dumps({"valid": True, "path": args.path, "config": shown}, indent=2))
@@ -261,13 +323,13 @@ def cmd_validate(args: Options) -> int:
 
 async def _plan(args: Options) -> int:
     from soothe_planner.cli.terminal import plan_json, plan_mermaid, plan_table
-    from soothe_planner.config import find_config, resolve_run
+    from soothe_planner.config import resolve_run
     from soothe_planner.graph import offered_context
 
-    config = find_config(args.config)
+    config = _find_config(args.config)
     resolved = resolve_run(config)
     context = offered_context(resolved.executor, _context(config), plan_mode=True)
-    plan = await resolved.planner.create_plan(args.goal, context)
+    plan = await resolved.planner.create_plan(_goal(args.goal), context)
     fmt = "json" if args.json else args.format
     if fmt == "json":
         print(plan_json(plan))
@@ -284,15 +346,15 @@ def cmd_plan(args: Options) -> int:
 
 async def _show(args: Options) -> int:
     from soothe_planner.cli.terminal import report_dict
-    from soothe_planner.config import find_config, resolve_checkpointer
+    from soothe_planner.config import resolve_checkpointer
 
-    config = find_config(args.config)
-    thread_id = args.thread or ""  # required by the parser
+    config = _find_config(args.config)
+    thread_id = _thread(args)  # required by the parser
     async with resolve_checkpointer(config) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
     if found is None:
         raise _Usage(f"no run with thread id {thread_id!r} in the {config.checkpoint.backend} checkpointer")
-    values = dict(found.checkpoint.get("channel_values") or {})
+    values = _hidden_values(dict(found.checkpoint.get("channel_values") or {}))
     if args.json or args.format == "json":
         print(json.dumps(report_dict(values, thread_id=thread_id), indent=2, default=str))
     elif args.format == "mermaid":
@@ -316,7 +378,7 @@ def cmd_show(args: Options) -> int:
 
 
 def _error(message: str) -> None:
-    line = " ".join(str(message).split())
+    line = " ".join(_hidden(str(message)).split())
     print(f"soothe-planner: error: {line}", file=sys.stderr)
 
 
@@ -352,12 +414,22 @@ def _boundary(command: Callable[[Options], int], args: Options) -> int:
     except KeyboardInterrupt:
         _error("interrupted")
         return EXIT_INTERRUPTED
+    except ModuleNotFoundError as exc:  # an optional extra that is not installed
+        if args.debug:
+            traceback.print_exc()
+        module = (exc.name or "").split(".")[0]
+        extra = _EXTRA_OF.get(module)
+        way_out = f"pip install 'soothe-planner[{extra}]'" if extra else f"install the package that provides {module!r}"
+        where = f"the '{extra}' extra's " if extra else "the "
+        _error(f"this command needs {where}Python module {module!r}, which is not installed: {way_out}")
+        return EXIT_USAGE
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
         _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
         return EXIT_FAILED
     finally:
+        _redact.clear()
         logger.handlers, logger.propagate, logger.level = saved[0], saved[1], saved[2]
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

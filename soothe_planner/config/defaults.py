@@ -12,6 +12,8 @@ Weighed: defaulting to the shipped file alone would ignore the copy ``init`` jus
 
 from __future__ import annotations
 
+import errno
+import os
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,14 +55,34 @@ def find_config(path: str | Path | None = None, *, cwd: Path | None = None) -> S
 
 
 def write_config(directory: str | Path = ".", *, force: bool = False) -> Path:
-    """Write the shipped config as ``directory/soothe.yaml`` (the folder is created); refuse to overwrite."""
+    """Write the shipped config as ``directory/soothe.yaml`` (the folder is created); refuse to overwrite.
+
+    A ``soothe.yaml`` that is a symbolic link is refused, dangling or not, with ``--force`` too:
+    writing through it would put the file (or replace one) wherever the link points, outside the
+    folder. The open itself does not follow a link (``O_NOFOLLOW``), so one made meanwhile is
+    refused as well.
+    """
     folder = Path(directory)
     target = folder / CONFIG_FILE_NAME
+    if target.is_symlink():
+        raise ConfigError(
+            f"{target}: is a symbolic link; init never writes through one (it would write where the link "
+            "points): remove the link, or edit the file it points to"
+        )
     if target.exists() and not force:
         raise ConfigError(f"{target}: already exists; edit it, or pass --force to replace it with the default")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not force:
+        flags |= os.O_EXCL
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        target.write_text(packaged_config_text(), encoding="utf-8")
+        fd = os.open(target, flags, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(packaged_config_text())
+    except FileExistsError:
+        raise ConfigError(f"{target}: already exists; edit it, or pass --force to replace it with the default") from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ConfigError(f"{target}: is a symbolic link; init never writes through one") from None
         raise ConfigError(f"{target}: cannot be written: {exc.strerror or exc}") from None
     return target

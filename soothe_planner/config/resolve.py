@@ -55,7 +55,7 @@ from pydantic import SecretStr
 from soothe_planner.config.providers import PROVIDERS, split_model_spec
 from soothe_planner.config.scripted import load_script
 from soothe_planner.errors import ConfigError
-from soothe_planner.tools import make_builtin_tools
+from soothe_planner.tools import ControlFile, make_builtin_tools
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -142,7 +142,9 @@ def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
 
         return local_chat_model(max_tokens=max_tokens, temperature=temperature, model=name)
     if kind == "scripted":
-        return load_script(name)
+        # its errors are printed and saved: a path that came from the environment is not shown
+        label = f"${SCRIPTED_MODEL_ENV}" if name == os.environ.get(SCRIPTED_MODEL_ENV) else config.redact_text(name)
+        return load_script(name, label=label)
     if config.models.base_url:
         from langchain_openai import ChatOpenAI
 
@@ -311,11 +313,12 @@ def _import_tool(spec: str) -> BaseTool:
 
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
-        # the files a later `resume` trusts: a tool that rewrote them could change what runs next
-        protected = [config.source] if config.source else []
+        # the files a later `resume` trusts: a tool that rewrote them could change what runs next;
+        # the checkpoint and the seal's key are not read either (a step's output would copy them)
+        protected: list[str | Path] = [config.source] if config.source else []
         if config.checkpoint.backend == "sqlite":
-            protected.append(str(config.checkpoint.path))
-        protected.append(str(Path(config.checkpoint.path).parent / SEAL_KEY_FILE))  # the approval seal's key
+            protected.append(ControlFile(config.checkpoint.path, secret=True))
+        protected.append(ControlFile(Path(config.checkpoint.path).parent / SEAL_KEY_FILE, secret=True))
         try:
             cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
         except ToolException:
@@ -451,11 +454,14 @@ class ResolvedRun:
     model_name: str | None = None
     """The model string the run is built on (``None`` when an explicit model object was given)."""
 
-    def graph(self, *, checkpointer: Any = None, store: Any = None) -> CompiledStateGraph[Any, Any, Any, Any]:
+    def graph(
+        self, *, checkpointer: Any = None, store: Any = None, iteration_ceiling: int | None = None
+    ) -> CompiledStateGraph[Any, Any, Any, Any]:
         """The StrangeLoop over these parts, with every option the config sets (the one place that builds it).
 
         ``checkpointer``/``store``: the run's persistence (``resolve_persistence``); leave both out
         where a server injects its own. With ``tracing.langfuse`` on, each run of the graph is a trace.
+        ``iteration_ceiling``: the most iterations an input may ask for (a server's clients).
         """
         from soothe_planner.graph import build_strange_loop
         from soothe_planner.tracing import run_tracer
@@ -468,6 +474,7 @@ class ResolvedRun:
             store=store,
             callbacks=[tracer] if tracer is not None else (),
             model_name=self.model_name,
+            iteration_ceiling=iteration_ceiling,
             **loop_options(self.config),
         )
 
@@ -519,8 +526,10 @@ async def resolve_persistence(config: SootheConfig) -> AsyncIterator[Persistence
     try:
         cm = open_persistence(ck.backend, path=ck.path, dsn=dsn)
         opened = await cm.__aenter__()
-    except ConfigError:
-        raise
+    except ConfigError as exc:
+        if config.redact_text(str(exc)) == str(exc):
+            raise
+        raise ConfigError(config.redact_text(str(exc))) from None  # a path from ${VAR} is never printed
     except OSError as exc:
         raise ConfigError(f"checkpoint: cannot open the {ck.backend} backend: {exc.strerror or exc}") from None
     except Exception as exc:

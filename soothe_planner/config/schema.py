@@ -62,6 +62,7 @@ __all__ = [
     "LangfuseConfig",
     "ModelsConfig",
     "RunConfig",
+    "ServerConfig",
     "SootheConfig",
     "SubagentConfig",
     "TracingConfig",
@@ -325,6 +326,49 @@ class RunConfig(_Section):
     intake: bool = Field(default=True, description="Route a goal first (trivial goals are answered directly).")
 
 
+ClientKey = Literal["model", "approval", "max_iterations", "max_plan_steps"]
+"""The run-context keys there are; ``server.client_context`` says which of them a server's client may set."""
+_CLIENT_KEYS_BY_DEFAULT: tuple[ClientKey, ...] = ("max_iterations", "max_plan_steps")
+
+
+class ServerConfig(_Section):
+    """What a LangGraph server's client may change for its run, through the run's context.
+
+    The operator's config decides; a client asks. A key not listed in ``client_context`` is
+    refused, and so is a numeric value above its ceiling or a model not listed here. A scripted
+    model (``scripted:PATH``) is never a client's to name: it opens a file on the server.
+    """
+
+    client_context: list[ClientKey] = Field(
+        default_factory=lambda: list(_CLIENT_KEYS_BY_DEFAULT),
+        description="Run-context keys a client may set (model, approval, max_iterations, max_plan_steps); "
+        "by default only the two caps, each up to its ceiling.",
+    )
+    max_iterations: int | None = Field(
+        default=None, ge=1,
+        description="The most iterations a client may ask for (default: planner.max_iterations).",
+    )
+    max_plan_steps: int | None = Field(
+        default=None, ge=1,
+        description="The most plan steps a client may ask for (default: planner.max_plan_steps).",
+    )
+    client_models: list[str] = Field(
+        default_factory=list,
+        description="Model strings a client may name when 'model' is in client_context (models.default "
+        "always may be named); never a scripted model.",
+    )
+
+    @field_validator("client_models")
+    @classmethod
+    def _client_models(cls, value: list[str]) -> list[str]:
+        out = []
+        for spec in value:
+            if split_model_spec(spec.strip())[0] == "scripted":
+                raise ValueError(f"{spec!r}: a client may never name a scripted model (it opens a file on the server)")
+            out.append(check_model_spec(spec))
+        return out
+
+
 class SootheConfig(_Section):
     """One run's whole configuration. Build it with ``load_config(path)``; every field has a default."""
 
@@ -335,6 +379,9 @@ class SootheConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description="Where state is saved.")
     tracing: TracingConfig = Field(default_factory=TracingConfig, description="Tracing.")
     run: RunConfig = Field(default_factory=RunConfig, description="Optional loop stages.")
+    server: ServerConfig = Field(
+        default_factory=ServerConfig, description="What a LangGraph server's clients may change per run."
+    )
     _source: str | None = PrivateAttr(default=None)
     # where ``${VAR}`` values went, and the values: never echoed (see ``load.py``)
     _from_env: frozenset[tuple[str | int, ...]] = PrivateAttr(default=frozenset())

@@ -22,7 +22,7 @@ __all__ = ["load_script"]
 _SCRIPT_OPTIONS = {"replies", "latency_s", "call_log"}
 
 
-def load_script(path: str) -> BaseChatModel:
+def load_script(path: str, label: str | None = None) -> BaseChatModel:
     """The scripted model of a script file (see ``SCRIPTED_MODEL_ENV`` and the ``scripted:`` model string).
 
     The file holds a JSON list of replies (answered in order), or an object of reply lists keyed by
@@ -31,37 +31,45 @@ def load_script(path: str) -> BaseChatModel:
     and appends ``{"schema", "thread_id", "start", "end"}`` (wall-clock seconds) as a JSON line to ``call_log``
     (relative to the script's folder) — a record kept by the model itself, from which another
     process (a test driving a server) can read how many calls overlapped.
+
+    ``label``: how messages name the script (default: its path); a path that came from an
+    environment variable is shown hidden, since a run's errors are printed and saved.
     """
     from soothe_planner.testing import ScriptedChatModel
 
+    shown = path if label is None else label
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"scripted model: script file {path!r} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"scripted model: {path!r} is not a readable JSON file: {exc}") from None
+        raise ConfigError(f"scripted model: script file {shown!r} does not exist") from None
+    except OSError as exc:  # its own text names the path again: the reason alone
+        raise ConfigError(f"scripted model: {shown!r} cannot be read: {exc.strerror or type(exc).__name__}") from None
+    except ValueError as exc:
+        raise ConfigError(f"scripted model: {shown!r} is not a readable JSON file: {exc}") from None
     options: dict[str, Any] = {}
     if isinstance(data, dict) and "replies" in data and set(data) <= _SCRIPT_OPTIONS:
         options, data = {k: v for k, v in data.items() if k != "replies"}, data["replies"]
         latency = options.get("latency_s", 0)
         if not isinstance(latency, int | float) or isinstance(latency, bool) or latency < 0:
-            raise ConfigError(f"scripted model {path!r}: latency_s must be a number of seconds >= 0, got {latency!r}")
+            raise ConfigError(f"scripted model {shown!r}: latency_s must be a number of seconds >= 0, got {latency!r}")
         if "call_log" in options and not isinstance(options["call_log"], str):
-            raise ConfigError(f"scripted model {path!r}: call_log must be a file path, got {options['call_log']!r}")
+            raise ConfigError(f"scripted model {shown!r}: call_log must be a file path, got {options['call_log']!r}")
     if isinstance(data, list):
         if not options:
             return ScriptedChatModel(responses=data)
-        return _by_schema({"*": data}, path, options)
+        return _by_schema({"*": data}, path, options, shown)
     if isinstance(data, dict) and all(isinstance(v, list) for v in data.values()):
-        return _by_schema(data, path, options)
+        return _by_schema(data, path, options, shown)
     raise ConfigError(
-        f"scripted model: {path!r} must hold a JSON list of replies, an object of reply lists keyed by "
+        f"scripted model: {shown!r} must hold a JSON list of replies, an object of reply lists keyed by "
         f"schema name ('text' for plain calls), or {{\"replies\": ..., \"latency_s\": ..., \"call_log\": ...}}, "
         f"got {type(data).__name__}"
     )
 
 
-def _by_schema(queues: dict[str, list[Any]], path: str, options: dict[str, Any] | None = None) -> BaseChatModel:
+def _by_schema(
+    queues: dict[str, list[Any]], path: str, options: dict[str, Any] | None = None, shown: str | None = None
+) -> BaseChatModel:
     """A model answering each call from the queue of its requested schema ('*': one queue for all)."""
     import asyncio
     import threading
@@ -71,6 +79,7 @@ def _by_schema(queues: dict[str, list[Any]], path: str, options: dict[str, Any] 
     from soothe_planner.testing import FunctionChatModel, ScriptedCall
 
     options = options or {}
+    shown = path if shown is None else shown
     pending = {k: list(v) for k, v in queues.items()}
     lock = threading.Lock()
     latency = float(options.get("latency_s", 0))
@@ -81,7 +90,7 @@ def _by_schema(queues: dict[str, list[Any]], path: str, options: dict[str, Any] 
         with lock:
             queue = pending.get(key)
             if not queue:
-                raise ScriptExhaustedError(f"scripted model {path!r} has no reply left for {key!r}")
+                raise ScriptExhaustedError(f"scripted model {shown!r} has no reply left for {key!r}")
             return queue.pop(0)
 
     if not latency and log is None:

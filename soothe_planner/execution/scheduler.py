@@ -379,14 +379,27 @@ class StepExecutor:
         return StepResult(
             step_id=step.id,
             success=error_type is None,
-            output=produced.text if produced is not None else "",
-            error=error,
+            output=kept_text(produced.text) if produced is not None else "",
+            error=kept_text(error) if error is not None else None,
             error_type=error_type,
             outcome=produced.outcome if produced is not None else {},
             duration_ms=round((time.perf_counter() - start) * 1000.0, 3),
             thread_id=thread_id,
             attempt=attempt,
         )
+
+
+MAX_KEPT_OUTPUT_CHARS = 64_000
+"""The most characters of a step's output (and of its error) kept in the run's state: the state is
+written into every checkpoint after the step, and a tool that answers megabytes would otherwise be
+stored whole each time. The cut is marked, so no reader takes the rest for absent."""
+
+
+def kept_text(text: str, limit: int = MAX_KEPT_OUTPUT_CHARS) -> str:
+    """``text``, or its first ``limit`` characters and a marker saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: the first {limit} of {len(text)} characters are kept]"
 
 
 class _CompletedResults(Mapping[str, StepResult]):

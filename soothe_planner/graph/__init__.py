@@ -16,8 +16,10 @@ from soothe_planner.graph.approval import (
     seal_digest,
 )
 from soothe_planner.graph.loop import (
+    MAX_GOAL_CHARS,
     NODES_PER_ITERATION,
     build_strange_loop,
+    check_goal,
     goal_input,
     offered_context,
     recursion_limit_for,
@@ -53,6 +55,7 @@ from soothe_planner.graph.view import (
 )
 
 __all__ = [
+    "MAX_GOAL_CHARS",
     "NODES_PER_ITERATION",
     "SEAL_KEY_ENV",
     "ApprovalReply",
@@ -68,6 +71,7 @@ __all__ = [
     "StrangeLoopState",
     "build_strange_loop",
     "canonical_json",
+    "check_goal",
     "final_message",
     "goal_input",
     "offered_context",

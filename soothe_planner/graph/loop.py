@@ -30,7 +30,18 @@ What was weighed:
 - **Recursion limit.** LangGraph 1.2's default is huge; ``run_config`` sets it from
   ``max_iterations`` (nodes per iteration, plus slack for re-asks and rejected approvals), so a
   loop that never converges stops with ``GraphRecursionError`` rather than running on. The compiled
-  graph carries the same limit for ``max_iterations`` as a default.
+  graph carries the same limit for ``max_iterations`` as a default. A run whose recursion limit
+  is lower than its iteration cap needs (``run_config(thread, 3)`` on a graph built for 10) has
+  its cap lowered at intake to what the limit allows, so the loop's own check ends it — status
+  ``failed``, "max_iterations (3) reached" — instead of LangGraph raising mid-iteration and
+  leaving the checkpoint ``running``.
+- **A bounded goal.** A goal goes into every prompt of its run and into every checkpoint, so one
+  over ``MAX_GOAL_CHARS`` is refused — by ``goal_input``, and at intake for any other input
+  shape (the run ends ``failed`` naming the limit) — rather than paid for on every call. Long
+  material belongs in a workspace file the goal names.
+- **A ceiling for the input's cap.** ``iteration_ceiling`` (a server sets it from its
+  ``server.max_iterations``) fails a run whose input asks for more iterations, naming the key, as
+  the server's factory refuses the same value in a run's context.
 - **Options are explicit.** What the graph needs besides the planner (``max_iterations``,
   ``max_plan_steps``, intake routing, callbacks such as a run tracer) are arguments, not guesses
   about a planner's settings; ``config.build_graph`` fills them from a YAML config, so every entry
@@ -50,7 +61,7 @@ What was weighed:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -66,20 +77,37 @@ from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches
 
 from .approval import SealKey
 from .loop_nodes import LoopNodes
+from .nodes import run_options
 from .state import LoopGraphState, LoopInput, RunContext, StrangeLoopState
 
 __all__ = [
+    "MAX_GOAL_CHARS",
     "NODES_PER_ITERATION",
     "StrangeLoopState",
     "build_strange_loop",
+    "check_goal",
     "goal_input",
+    "iterations_within",
     "offered_context",
     "recursion_limit_for",
     "run_config",
 ]
 
+MAX_GOAL_CHARS = 32_000
+"""The longest goal a run takes (about 8k tokens): it is sent in every prompt and kept in every checkpoint."""
+
 NODES_PER_ITERATION = 8
 """plan_assess, plan_generate, validate, approve, execute, record_iteration, plus one re-ask round."""
+
+
+def check_goal(goal: str) -> str:
+    """``goal`` unchanged, or ``ValueError`` if it is over ``MAX_GOAL_CHARS``."""
+    if len(goal) > MAX_GOAL_CHARS:
+        raise ValueError(
+            f"the goal is {len(goal)} characters, over the {MAX_GOAL_CHARS}-character limit for a goal "
+            "(it is sent in every prompt); put long material in a workspace file and name the file in the goal"
+        )
+    return goal
 
 
 def recursion_limit_for(max_iterations: int) -> int:
@@ -111,7 +139,7 @@ def goal_input(
     route (``intake``), its prior goals and its recent messages.
     """
     data: dict[str, Any] = {
-        "goal": clean_text(goal),  # a goal from argv may hold lone surrogates (undecodable bytes)
+        "goal": check_goal(clean_text(goal)),  # a goal from argv may hold lone surrogates (undecodable bytes)
         "thread_id": thread_id,
         "prior_goals": list(prior_goals),
         "recent_messages": list(recent_messages),
@@ -135,6 +163,7 @@ def offered_context(executor: StepExecutor, base: PlanContext | None = None, *, 
     return base.model_copy(update={"available_capabilities": [*caps, *extra]})
 
 
+Node = Callable[[Any], Awaitable[dict[str, Any]]]
 Router = Callable[[Any], str]
 Next = str | tuple[Router | str, list[str]]
 
@@ -157,6 +186,43 @@ def _wiring(nodes: LoopNodes) -> dict[str, Next]:
         "finish": END,
     }
     return table
+
+
+def iterations_within(recursion_limit: int) -> int:
+    """The most iterations a run with ``recursion_limit`` can finish (the inverse of ``recursion_limit_for``)."""
+    return max(1, (recursion_limit - 8) // NODES_PER_ITERATION - 1)
+
+
+def _bounded_intake(intake: Node, default_cap: int, ceiling: int | None) -> Node:
+    """``intake``, holding the run's iteration cap to the ceiling and to what its recursion limit allows."""
+
+    async def run(state: Any) -> dict[str, Any]:
+        asked = state.get("max_iterations")
+        if ceiling is not None and isinstance(asked, int) and asked > ceiling:
+            error = f"input max_iterations = {asked}: above this server's ceiling of {ceiling} (server.max_iterations)"
+            return {"status": "failed", "error": error, "max_iterations": ceiling}
+        update = await intake(state)
+        if update.get("status") == "failed":
+            return update
+        goal = update.get("goal")
+        if isinstance(goal, str) and len(goal) > MAX_GOAL_CHARS:
+            try:
+                check_goal(goal)
+            except ValueError as exc:
+                shown = goal[:200] + "…"  # the state keeps no second copy of the whole goal
+                return {**update, "goal": shown, "served_goal": shown, "status": "failed", "error": str(exc)}
+        cap = asked or run_options().get("max_iterations") or default_cap
+        try:
+            from langgraph.config import get_config
+
+            limit = get_config().get("recursion_limit")
+        except (RuntimeError, KeyError, LookupError):  # called outside a graph run
+            limit = None
+        if isinstance(limit, int) and limit < recursion_limit_for(cap):
+            update["max_iterations"] = min(cap, iterations_within(limit))
+        return update
+
+    return run
 
 
 def _both_forms(name: str, node: Callable[[Any], Any]) -> RunnableCallable:
@@ -187,6 +253,7 @@ def build_strange_loop(
     name: str = "strange_loop",
     model_name: str | None = None,
     seal_key: bytes | SealKey | None = None,
+    iteration_ceiling: int | None = None,
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the StrangeLoop over any ``LoopPlannerProtocol`` implementation and ``executor``.
 
@@ -199,7 +266,8 @@ def build_strange_loop(
     attached at the graph's root for every run (e.g. a per-run tracer). ``model_name``: the
     model string the planner runs on, if it came from one (a run context naming another model is
     refused rather than ignored). ``seal_key``: the key of the approval seal (HMAC-SHA-256),
-    or a ``SealKey`` read on first use; without one the seal is a plain SHA-256 (``approval.py``). Run with ``run_config(thread_id, max_iterations)``; a
+    or a ``SealKey`` read on first use; without one the seal is a plain SHA-256 (``approval.py``). ``iteration_ceiling``: the most iterations an input may ask for
+    (a server's). Run with ``run_config(thread_id, max_iterations)``; a
     ``RunContext`` (``context=``) may change approval and the caps per run. A planner that does not implement the protocol
     (a missing method, or one that cannot take the protocol's arguments) is a ``TypeError`` here.
     """
@@ -225,7 +293,10 @@ def build_strange_loop(
     )
     table = _wiring(nodes)
     for node in table:
-        g.add_node(node, _both_forms(node, nodes.metered(node, getattr(nodes, node))))
+        body: Node = getattr(nodes, node)
+        if node == "intake":
+            body = _bounded_intake(body, max_iterations, iteration_ceiling)
+        g.add_node(node, _both_forms(node, nodes.metered(node, body)))
     g.add_edge(START, "intake")
     for node, following in table.items():
         if isinstance(following, str):

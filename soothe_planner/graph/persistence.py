@@ -10,7 +10,10 @@ either durable as a whole or not at all:
   serialises the two connections' writes);
 - ``postgres``: ``AsyncPostgresSaver`` + ``AsyncPostgresStore`` on one DSN (many workers).
 
-Each backend's tables are created on open (``setup()`` is idempotent).
+Each backend's tables are created on open (``setup()`` is idempotent). Processes opening one
+SQLite file at once take turns to open it (a ``flock`` on its folder): the first to create it
+sets WAL mode and the tables, and SQLite answers the others "database is locked" meanwhile
+without waiting.
 
 A SQLite file that already exists is checked before it is used (``PRAGMA quick_check``): a
 damaged file otherwise surfaces later and in many guises — "database disk image is malformed"
@@ -24,6 +27,7 @@ parses as a page is beyond what SQLite can see.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, closing
 from dataclasses import dataclass
@@ -65,9 +69,15 @@ async def open_persistence(
             from langgraph.store.sqlite.aio import AsyncSqliteStore
 
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            check_sqlite_file(Path(path))
-            saver: Any = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
-            store: Any = await stack.enter_async_context(AsyncSqliteStore.from_conn_string(str(path)))
+            # Opening is serialised across processes: setting up a new file (WAL mode, the tables)
+            # answers "database is locked" at once to a second process doing the same, busy
+            # timeout or not. The lock is on the state folder, so no file of its own is made.
+            async with _folder_lock(Path(path).parent):
+                check_sqlite_file(Path(path))
+                saver: Any = await stack.enter_async_context(AsyncSqliteSaver.from_conn_string(str(path)))
+                store: Any = await stack.enter_async_context(AsyncSqliteStore.from_conn_string(str(path)))
+                await saver.setup()
+                await store.setup()
         elif backend == "postgres":
             if not dsn:
                 raise ConfigError("the postgres backend needs a DSN (e.g. postgresql://user@host:5432/db)")
@@ -82,9 +92,28 @@ async def open_persistence(
             store = await stack.enter_async_context(AsyncPostgresStore.from_conn_string(dsn))
         else:
             raise ConfigError(f"unknown persistence backend {backend!r}; use 'memory', 'sqlite' or 'postgres'")
-        await saver.setup()
-        await store.setup()
+        if backend != "sqlite":
+            await saver.setup()
+            await store.setup()
         yield Persistence(saver, store, backend)
+
+
+@asynccontextmanager
+async def _folder_lock(folder: Path) -> AsyncIterator[None]:
+    """An exclusive ``flock`` on ``folder``, waited for in a worker thread (no lock where flock is absent)."""
+    import asyncio
+
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: SQLite's own locking is all there is
+        yield
+        return
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        await asyncio.to_thread(fcntl.flock, fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def check_sqlite_file(path: Path) -> None:

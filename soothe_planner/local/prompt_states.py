@@ -21,6 +21,9 @@ its workspace).
   server that stops first loses at most the last state.
 - **Bounded.** ``capacity_bytes`` of files, the least recently used removed first; several servers
   may share a folder (files appear by rename, a file gone is a miss).
+
+numpy (the ``local`` extra's) is imported where it is used, so ``soothe_planner.local`` imports
+without the extra and can say which extra a model needs.
 """
 
 from __future__ import annotations
@@ -34,8 +37,6 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 __all__ = ["PROMPT_STATES_ENV", "PROMPT_STATES_MIB_ENV", "PromptStates", "common_prefix", "folder_for"]
 
@@ -152,10 +153,12 @@ class PromptStates:
             self._ram.popitem(last=False)
 
     def _name(self, key: tuple[int, ...]) -> Path:
+        import numpy as np
         digest = hashlib.sha256(np.asarray(key, dtype=np.int32).tobytes()).hexdigest()[:24]
         return self.folder / f"{digest}{self.SUFFIX}"
 
     def _key_of(self, path: Path) -> tuple[int, ...] | None:
+        import numpy as np
         try:
             with np.load(path, allow_pickle=False) as data:
                 return tuple(int(t) for t in data["key"])
@@ -164,6 +167,7 @@ class PromptStates:
             return None
 
     def _read(self, key: tuple[int, ...]) -> Any:
+        import numpy as np
         with self._lock:
             path = self._files.pop(key, None)
         if path is None:
@@ -188,6 +192,7 @@ class PromptStates:
         return state
 
     def _write(self, key: tuple[int, ...], state: Any) -> None:
+        import numpy as np
         path = self._name(key)
         tmp = path.with_name(f".{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:

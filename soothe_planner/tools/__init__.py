@@ -26,7 +26,7 @@ from soothe_planner.tools.builtins import (
     wrote_blank,
 )
 from soothe_planner.tools.schema import tool_args_schema
-from soothe_planner.tools.workspace import PROTECTED_NAMES, Workspace
+from soothe_planner.tools.workspace import PROTECTED_NAMES, ControlFile, Workspace
 
 __all__ = [
     "BLANK_WRITE_MARK",
@@ -43,6 +43,7 @@ __all__ = [
     "SEARCH_TIME_LIMIT_S",
     "SEARCH_TOOL_NAME",
     "WRITE_TOOL_NAME",
+    "ControlFile",
     "Workspace",
     "make_builtin_tools",
     "resolve_in_workspace",

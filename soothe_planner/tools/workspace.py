@@ -22,9 +22,20 @@ What was weighed:
 - **Protected paths** are refused for writes however they are spelled: any component named
   ``.git`` or ``.soothe`` (the package's state folder) anywhere below the root, compared
   case-insensitively (case-insensitive file systems reach ``.git`` as ``.GIT``), after symlinks
-  and ``..`` were resolved; and the files the run depends on (its config, its checkpoint database
-  and SQLite's ``-wal``/``-shm``/``-journal`` files beside it), matched both by their resolved path
-  and by device and inode, so a hard link to them is refused too.
+  and ``..`` were resolved; and the files the run depends on (its config, its checkpoint database,
+  the approval seal's key), each with SQLite's ``-wal``/``-shm``/``-journal`` files beside it
+  whatever its name or suffix (a checkpoint at ``state/ckpt`` has a ``state/ckpt-wal`` too),
+  matched both by their resolved path (case-insensitively) and by device and inode, so a hard
+  link to them is refused too.
+- **Secret control files are refused to every tool.** The state folder (``.soothe``) cannot be
+  read, listed or searched either, and a protected file given as a ``ControlFile(...,
+  secret=True)`` (the seal's key, the checkpoint and its side files, wherever the config puts
+  them) is refused to reads and skipped by walks: a step's output would otherwise copy the key
+  into the very checkpoint the key's seal protects.
+- **A write replaces the name, never the file behind it.** The new content goes to a temporary
+  file in the same folder, renamed over the name: a file hard-linked to one outside the workspace
+  keeps the outside copy untouched (writing in place would rewrite it), and a reader never sees a
+  half-written file.
 - FIFOs and devices are not files to read or write: files are opened with ``O_NONBLOCK`` (a FIFO
   would otherwise block the open forever) and refused unless ``fstat`` says regular file.
 """
@@ -38,13 +49,15 @@ import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PosixPath, PurePosixPath
 
 from langchain_core.tools import ToolException
 
-__all__ = ["PROTECTED_NAMES", "Resolved", "Workspace"]
+__all__ = ["PROTECTED_NAMES", "STATE_NAMES", "ControlFile", "Resolved", "Workspace"]
 
 PROTECTED_NAMES = frozenset({".git", ".soothe"})
+STATE_NAMES = frozenset({".soothe"})
+"""Folder names no tool reads or writes: the package's state folder (checkpoints, the seal's key)."""
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks in one lookup
 _RETRIES = 3  # re-resolutions after a file turned into a symlink between the walk and the open
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -52,6 +65,17 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
 _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+class ControlFile(PosixPath):
+    """A path the run depends on; ``ControlFile(path, secret=True)`` is refused to reads as well as writes."""
+
+    secret: bool = False
+
+    def __new__(cls, *parts: str | os.PathLike[str], secret: bool = False) -> ControlFile:
+        made = super().__new__(cls, *parts)
+        made.secret = secret
+        return made
 
 
 def _outside(path: str) -> ToolException:
@@ -94,12 +118,16 @@ class Workspace:
             raise ToolException(f"workspace {str(root)!r} is not an existing folder") from None
         weakref.finalize(self, os.close, self._fd)
         files: list[Path] = []
+        secrets: list[Path] = []
         for item in protected_files:
             path = Path(item).expanduser().resolve()
-            files.append(path)
-            if path.suffix in (".sqlite", ".db", ".sqlite3"):
-                files += [path.with_name(path.name + side) for side in _SQLITE_SIDE_FILES]
+            # every file gets its side files: SQLite makes them whatever the database is called
+            family = [path, *(path.with_name(path.name + side) for side in _SQLITE_SIDE_FILES)]
+            files += family
+            if isinstance(item, ControlFile) and item.secret:
+                secrets += family
         self._protected_files = tuple(files)
+        self._secret_files = tuple(secrets)
 
     # ------------------------------------------------------------------ resolution
 
@@ -136,6 +164,10 @@ class Workspace:
                     continue
                 if for_write:
                     self._refuse_protected_name(path, part)
+                elif part.casefold() in STATE_NAMES:
+                    raise ToolException(
+                        f"{path!r} is inside {part!r}, the run-state folder, which the built-in tools never read"
+                    )
                 last = not any(p not in ("", ".") for p in pending)
                 try:
                     st = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
@@ -191,6 +223,30 @@ class Workspace:
                 "(version-control and run-state folders are protected)"
             )
 
+    def _refuse_secret_file(self, path: str, resolved: Resolved, identity: os.stat_result) -> None:
+        if self._is_secret(resolved.parts, identity):
+            raise ToolException(
+                f"{path!r} is a file the run keeps to itself (its checkpoint or the approval seal's key); "
+                "the built-in tools never read it"
+            )
+
+    def _is_secret(self, parts: tuple[str, ...], identity: os.stat_result) -> bool:
+        return self._matches(self._secret_files, self.root.joinpath(*parts), identity) is not None
+
+    @staticmethod
+    def _matches(files: Iterable[Path], target: Path, identity: os.stat_result | None) -> Path | None:
+        for protected in files:
+            if str(target).casefold() == str(protected).casefold():
+                return protected
+            if identity is not None:
+                try:
+                    st = os.stat(protected)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == (identity.st_dev, identity.st_ino):
+                    return protected
+        return None
+
     def _refuse_protected_file(self, path: str, resolved: Resolved, identity: os.stat_result | None) -> None:
         target = self.root.joinpath(*resolved.parts)
         for protected in self._protected_files:
@@ -227,7 +283,12 @@ class Workspace:
                 if _is_symlink_error(exc):
                     continue  # became a symlink after the walk: walk again, which follows it safely
                 raise
-            mode = os.fstat(fd).st_mode
+            opened = os.fstat(fd)
+            mode = opened.st_mode
+            if self._secret_files and self._is_secret(resolved.parts, opened):
+                os.close(fd)
+                os.close(resolved.dir_fd)
+                self._refuse_secret_file(path, resolved, opened)
             if not stat.S_ISREG(mode):
                 os.close(fd)
                 os.close(resolved.dir_fd)
@@ -252,7 +313,10 @@ class Workspace:
         return fd, resolved
 
     def write_file(self, path: str, data: bytes) -> Resolved:
-        """Write ``data`` to the file at ``path`` (created, or truncated), creating folders as needed."""
+        """Write ``data`` as the file at ``path`` (created, or replaced), creating folders as needed.
+
+        The bytes go to a temporary file beside it, renamed over the name (see the module docstring).
+        """
         for _ in range(_RETRIES):
             resolved = self.resolve(path, for_write=True)
             try:
@@ -265,31 +329,44 @@ class Workspace:
                 except FileNotFoundError:
                     before = None
                 self._refuse_protected_file(path, resolved, before)
-                if before is not None and stat.S_ISDIR(before.st_mode):
-                    raise ToolException(f"{path!r} is a folder; give a file path")
-                flags = os.O_WRONLY | os.O_CREAT | _NOFOLLOW | _NONBLOCK | _CLOEXEC
-                try:
-                    fd = os.open(resolved.name, flags, 0o666, dir_fd=resolved.dir_fd)
-                except OSError as exc:
-                    if _is_symlink_error(exc):
-                        continue
-                    raise
-                try:
-                    opened = os.fstat(fd)
-                    if not stat.S_ISREG(opened.st_mode):
-                        raise ToolException(f"{path!r} is not a regular file")
-                    # the identity of what was actually opened: a hard link swapped in after the check
-                    self._refuse_protected_file(path, resolved, opened)
-                    os.ftruncate(fd, 0)
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view) :]
-                finally:
-                    os.close(fd)
+                if before is not None and stat.S_ISLNK(before.st_mode):
+                    continue  # became a symlink after the walk: walk again, which follows it safely
+                if before is not None and not stat.S_ISREG(before.st_mode):
+                    what = "a folder; give a file path" if stat.S_ISDIR(before.st_mode) else "not a regular file"
+                    raise ToolException(f"{path!r} is {what}")
+                self._replace(resolved, data, stat.S_IMODE(before.st_mode) if before is not None else None)
                 return resolved
             finally:
                 os.close(resolved.dir_fd)
         raise ToolException(f"{path!r} kept changing while it was being written; try again")
+
+    @staticmethod
+    def _replace(resolved: Resolved, data: bytes, mode: int | None) -> None:
+        """Write ``data`` to a fresh temporary file in the folder, then rename it over ``resolved.name``."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        for _ in range(_RETRIES):
+            temp = f".{resolved.name[:200]}.{os.urandom(6).hex()}.tmp"
+            try:
+                fd = os.open(temp, flags, 0o666, dir_fd=resolved.dir_fd)
+            except FileExistsError:
+                continue
+            break
+        else:
+            raise ToolException(f"{resolved.rel!r}: no temporary file could be made beside it; try again")
+        try:
+            try:
+                if mode is not None:
+                    os.fchmod(fd, mode)  # the file keeps its permissions
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)
+            os.replace(temp, resolved.name, src_dir_fd=resolved.dir_fd, dst_dir_fd=resolved.dir_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=resolved.dir_fd)
+            raise
 
     def walk(self, folder_fd: int, prefix: tuple[str, ...], skip: frozenset[str]) -> Iterator[tuple[tuple[str, ...], int]]:
         """``(parts, dir_fd)`` for every file below ``folder_fd``, sorted; skipped folder names are pruned.
@@ -298,11 +375,36 @@ class Workspace:
         listed). A symlinked file is yielded with its own name; opening it goes through
         :meth:`open_file`, which follows it only inside the workspace.
         """
+        secret_ids: set[tuple[int, int]] | None = None if self._secret_files else set()
         for dirpath, dirnames, filenames, dir_fd in os.fwalk(".", dir_fd=folder_fd):
             dirnames[:] = sorted(d for d in dirnames if d not in skip)
+            dirnames[:] = [d for d in dirnames if d.casefold() not in STATE_NAMES]
             below = tuple(p for p in PurePosixPath(dirpath).parts if p != ".")
             for name in sorted(filenames):
+                if secret_ids is None:
+                    secret_ids = self._secret_ids()
+                if secret_ids and self._walked_secret(self.root.joinpath(*prefix, *below, name), name, dir_fd,
+                                                      secret_ids):
+                    continue
                 yield (*prefix, *below, name), dir_fd
+
+    def _secret_ids(self) -> set[tuple[int, int]]:
+        ids = set()
+        for path in self._secret_files:
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                ids.add((st.st_dev, st.st_ino))
+        return ids
+
+    def _walked_secret(self, target: Path, name: str, dir_fd: int, secret_ids: set[tuple[int, int]]) -> bool:
+        """Whether a walked file is a secret one, by path or by identity (a hard link or symlink to it)."""
+        if any(str(target).casefold() == str(p).casefold() for p in self._secret_files):
+            return True
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=True)
+        except OSError:
+            return False  # a dangling symlink: opening it fails on its own
+        return (st.st_dev, st.st_ino) in secret_ids
 
 
 def _is_symlink_error(exc: OSError) -> bool:
