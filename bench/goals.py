@@ -6,10 +6,9 @@
 Per goal: the suite's workspace is copied fresh into a temporary folder and the config's
 ``execution.workspace`` pointed at the copy; the strategy runs the goal (``bench/goals_strategies.py``:
 same model instance, same tools, same limiter for all three); then the goal's checks and the
-implicit workspace rule are applied (``bench/goals_suite.py``). A goal is a *success* (status done,
-every check, no violation), a *failure* (the run said it failed, raised, or ran past
-``--max-seconds``: reason ``timeout``, never a success) or a *false success* (status done but a
-check or the workspace rule fails). Reported per goal with its workspace violations, LLM calls,
+implicit workspace rule are applied (``bench/goals_suite.py``, which defines the outcomes: a
+*success*, a *failure* — a run past ``--max-seconds`` is one, reason ``timeout`` — or a *false
+success*). Reported per goal with its workspace violations, LLM calls,
 prompt and completion tokens (from the replies' ``usage_metadata``, counted by a callback at the
 run's root) and wall time; then totals and medians. The raw final answers and the reasons go to
 ``bench/results/goals-<strategy>-<suite>.json`` so a reader can audit every verdict; a Markdown
@@ -71,6 +70,7 @@ async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: 
         env = goal_env(goal.text, config_for(config, copy), model)
         deadline = asyncio.timeout(max_seconds) if max_seconds else None
         started = time.perf_counter()
+        raised = False
         try:
             if deadline is None:
                 outcome = await run(env)
@@ -79,22 +79,25 @@ async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: 
                     outcome = await run(env)
         except TimeoutError as exc:
             expired = deadline is not None and deadline.expired()
+            raised = not expired
             outcome = RunOutcome("timeout", error="timeout") if expired else \
                 RunOutcome("failed", error=f"TimeoutError: {exc}")
         except Exception as exc:
+            raised = True
             outcome = RunOutcome("failed", error=f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}")
         wall = time.perf_counter() - started
         if max_seconds and wall > max_seconds and outcome.status != "timeout":
             outcome = RunOutcome("timeout", outcome.answer, "timeout", {**outcome.detail, "overran": outcome.status})
         broken = violations(before, snapshot(copy), goal.allowed_paths)
         checks = evaluate(goal, outcome.answer, copy)
-    verdict = judge(outcome.status, outcome.error, checks, broken)
+    verdict = judge(outcome.status, outcome.error, checks, broken, expect=goal.expect, raised=raised)
     return {
         "id": goal.id,
         "goal": goal.text,
         "outcome": verdict.outcome,
         "reason": verdict.reason,
         "status": outcome.status,
+        "raised": raised,
         "answer": outcome.answer,
         "checks": [asdict(c) for c in verdict.checks],
         "violations": [asdict(v) for v in verdict.violations],

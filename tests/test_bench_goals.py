@@ -2,7 +2,8 @@
 
 No model runs here. Runs are scripted (``ScriptedChatModel`` through the real ReAct strategy, or
 the scripted actors of ``bench/goals_scripted.py`` through all three strategies) on a tiny suite
-written in each test, so each verdict below is known in advance and the harness must reach it.
+written in each test — with every check kind, an ``expect`` goal among them — so each verdict
+below is known in advance and the harness must reach it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from langchain_core.messages import AIMessage
 from bench import goals as goals_bench
 from bench.goals_scripted import EXTRA_FILE, example_matching
 from bench.goals_strategies import STRATEGIES
-from bench.goals_suite import SuiteError, load_suite, snapshot, violations
+from bench.goals_suite import CheckResult, SuiteError, Violation, judge, load_suite, snapshot, violations
 from soothe_planner.config import load_config
 from soothe_planner.testing import FunctionChatModel, ScriptedChatModel
 
@@ -38,7 +39,19 @@ goals:
     goal: Who owns the project?
     checks:
       - answer_contains: ["Priya Raman"]
+  - id: conns
+    goal: How many connections does the server open in production?
+    checks:
+      - answer_matches: '\\b20\\b'
+      - answer_not_contains: ["512"]
+  - id: channel
+    goal: Which chat channel do the alerts go to?
+    checks:
+      - expect: failed_or_says
+        says: '\\bno\\b|\\bnot\\b|n''t\\b|unable'
+      - answer_not_contains: ["#ops-alerts"]
 """
+GOAL_IDS = ["report", "port", "owner", "conns", "channel"]
 
 CONFIG = """\
 models: {default: "scripted:unused.json"}
@@ -55,7 +68,7 @@ checkpoint: {backend: memory}
 def write_suite(root: Path, text: str = SUITE) -> Path:
     suite = root / "suite"
     (suite / "ws" / "docs").mkdir(parents=True)
-    (suite / "ws" / "notes.txt").write_text("port 8443; owner Priya Raman\n")
+    (suite / "ws" / "notes.txt").write_text("port 8443; owner Priya Raman; 20 connections (512 in tests)\n")
     (suite / "ws" / "docs" / "a.md").write_text("# A\n")
     (suite / "suite.yaml").write_text(text)
     return suite
@@ -135,6 +148,103 @@ def test_answer_checks_pass_and_fail_as_they_should(
     record = run_one(suite_dir, config_path, goal_id, ScriptedChatModel([answer]))
     assert record["outcome"] == outcome, record
     assert record["answer"] == answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "reason"),
+    [
+        ("About 20 of them.", "success", ""),
+        ("20 in production, 512 in the tests.", "false_success", "holds ['512']"),
+        ("20, or 512", "false_success", "answer does not contain ['512']: holds ['512']"),
+        ("Twelve.", "false_success", "no match in the answer"),
+    ],
+)
+def test_answer_not_contains_fails_a_done_answer_holding_a_forbidden_string(
+    suite_dir: Path, config_path: Path, answer: str, outcome: str, reason: str
+) -> None:
+    record = run_one(suite_dir, config_path, "conns", ScriptedChatModel([answer]))
+    assert record["outcome"] == outcome, record
+    assert reason in record["reason"]
+
+
+def test_an_expect_goal_that_ends_failed_is_a_success(suite_dir: Path, config_path: Path) -> None:
+    record = run_one(suite_dir, config_path, "channel", ScriptedChatModel([""]))  # the agent gives no answer
+    assert (record["status"], record["raised"]) == ("failed", False)
+    assert record["outcome"] == "success", record
+    assert record["reason"].startswith("ended failed, as an expect goal may (the agent ended without a final answer")
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "reason"),
+    [
+        ("There is no channel named anywhere in the workspace.", "success", ""),
+        ("The alerts channel isn't configured here.", "success", ""),
+        ("The alerts go to #ops-alerts.", "false_success", "answer says"),  # an invented value
+        ("#OPS-ALERTS, though it is not written anywhere.", "false_success", "holds ['#ops-alerts']"),
+    ],
+)
+def test_an_expect_goal_that_ends_done_must_say_so_and_pass_its_other_answer_checks(
+    suite_dir: Path, config_path: Path, answer: str, outcome: str, reason: str
+) -> None:
+    record = run_one(suite_dir, config_path, "channel", ScriptedChatModel([answer]))
+    assert record["status"] == "done"
+    assert record["outcome"] == outcome, record
+    assert reason in record["reason"]
+
+
+def test_an_expect_goal_that_ends_failed_after_writing_a_file_is_a_failure(suite_dir: Path, config_path: Path) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("CHANNEL.md", "none")]), ""])
+    record = run_one(suite_dir, config_path, "channel", model)
+    assert record["status"] == "failed"
+    assert record["outcome"] == "failure"
+    assert "workspace: CHANNEL.md created" in record["reason"]
+
+
+def test_an_expect_goal_that_ends_done_after_writing_a_file_is_a_false_success(suite_dir: Path, config_path: Path) -> None:
+    model = ScriptedChatModel([AIMessage("", tool_calls=[write_call("CHANNEL.md", "none")]), "There is none."])
+    record = run_one(suite_dir, config_path, "channel", model)
+    assert record["outcome"] == "false_success"
+    assert record["violations"] == [{"path": "CHANNEL.md", "change": "created"}]
+
+
+def test_an_expect_goal_whose_run_raised_or_timed_out_is_a_failure(suite_dir: Path, config_path: Path) -> None:
+    def broken(call: Any) -> str:
+        raise RuntimeError("the model server went away")
+
+    async def slow(call: Any) -> str:
+        await asyncio.sleep(30)
+        return "There is none."
+
+    raised = run_one(suite_dir, config_path, "channel", FunctionChatModel(broken))
+    assert (raised["status"], raised["raised"], raised["outcome"]) == ("failed", True, "failure")
+    assert "the model server went away" in raised["reason"]
+    late = run_one(suite_dir, config_path, "channel", FunctionChatModel(slow), max_seconds=0.5)
+    assert (late["status"], late["outcome"], late["reason"]) == ("timeout", "failure", "timeout")
+
+
+@pytest.mark.parametrize(
+    ("status", "expect", "raised", "passed", "broken", "outcome"),
+    [
+        ("done", False, False, True, False, "success"),
+        ("done", False, False, False, False, "false_success"),
+        ("done", False, False, True, True, "false_success"),
+        ("failed", False, False, True, False, "failure"),
+        ("failed", False, False, True, True, "failure"),
+        ("done", True, False, True, False, "success"),
+        ("done", True, False, False, False, "false_success"),
+        ("done", True, False, True, True, "false_success"),
+        ("failed", True, False, False, False, "success"),  # the correct failed, whatever the answer
+        ("failed", True, False, False, True, "failure"),  # but not after touching the workspace
+        ("failed", True, True, False, False, "failure"),  # a crash is no refusal
+        ("timeout", True, False, False, False, "failure"),
+    ],
+)
+def test_judge_follows_the_outcome_rules(status: str, expect: bool, raised: bool, passed: bool, broken: bool,
+                                          outcome: str) -> None:
+    checks = [CheckResult("answer says /no/i", passed, "" if passed else "no match in the answer")]
+    changed = [Violation("x.md", "created")] if broken else []
+    verdict = judge(status, "stopped" if status != "done" else None, checks, changed, expect=expect, raised=raised)
+    assert verdict.outcome == outcome
 
 
 def test_a_goal_over_max_seconds_is_a_failure_with_reason_timeout(suite_dir: Path, config_path: Path) -> None:
@@ -239,6 +349,18 @@ def test_snapshots_see_created_changed_and_deleted_files_but_not_the_allowed_one
         ("      - answer_matches: '(unclosed'", "goal 'g': checks[0].answer_matches: '(unclosed' is not a valid"),
         ("      - answer_contains: ['x']\n        contains: ['y']", "'contains' belongs to a 'file' check"),
         ("      - {answer_contains: ['x'], answer_matches: 'y'}", "must name exactly one check kind"),
+        ("      - answer_not_contains: 'x'", "goal 'g': checks[0].answer_not_contains must be a non-empty list"),
+        ("      - expect: failed_or_says", "goal 'g': checks[0]: 'expect' needs 'says: REGEX'"),
+        ("      - expect: failed\n        says: 'no'", "goal 'g': checks[0].expect must be one of failed_or_says"),
+        ("      - expect: failed_or_says\n        says: '(no'", "goal 'g': checks[0].says: '(no' is not a valid"),
+        ("      - answer_matches: 'no'\n        says: 'no'", "'says' belongs to a 'expect' check, not to 'answer_matches'"),
+        ("      - expect: failed_or_says\n        says: 'no'\n        contains: ['x']", "'contains' belongs to a 'file'"),
+        ("      - expect: failed_or_says\n        says: 'no'\n      - file: OUT.md",
+         "goal 'g': a goal with 'expect' may have no 'file' check"),
+        ("      - expect: failed_or_says\n        says: 'no'\n      - expect: failed_or_says\n        says: 'not'",
+         "goal 'g': more than one 'expect' check"),
+        ("      - answer_contains: ['port 8443']\n      - answer_not_contains: ['8443']",
+         "goal 'g': answer_not_contains ['8443'] is part of a string answer_contains requires"),
     ],
 )
 def test_a_malformed_check_is_an_error_naming_the_goal_and_the_key(tmp_path: Path, checks: str, message: str) -> None:
@@ -252,7 +374,7 @@ def test_a_malformed_check_is_an_error_naming_the_goal_and_the_key(tmp_path: Pat
     ("text", "message"),
     [
         ("workspace: ws\ngoals:\n  - id: g\n    goal: do it\n", "goal 'g': missing key 'checks'"),
-        ("workspace: ws\ngoals:\n  - id: g\n    goal: do it\n    check: []\n", "goal 'g': unknown key 'check'"),
+        ("workspace: ws\ngoals:\n  - id: g\n    goal: do it\n    check: []\n", "goal 'g': unknown key 'check'; a goal has id, goal, checks"),
         ("workspace: ws\ngoals:\n  - {id: g, goal: a, checks: []}\n  - {id: g, goal: b, checks: []}\n",
          "goal 'g': the id is used twice"),
         ("workspace: ws\ngoals:\n  - {id: g, checks: []}\n", "goal 'g': 'goal' must be the goal's text"),
@@ -268,8 +390,19 @@ def test_a_malformed_suite_is_an_error_saying_where(tmp_path: Path, text: str, m
     assert message in str(err.value)
 
 
+def test_an_unknown_check_key_is_refused_naming_the_key_the_goal_and_every_allowed_key(tmp_path: Path) -> None:
+    text = "workspace: ws\ngoals:\n  - id: ok\n    goal: a\n    checks: []\n  - id: late\n    goal: b\n" \
+           "    checks:\n      - answer_contains: ['x']\n      - answer_excludes: ['y']\n"
+    with pytest.raises(SuiteError) as err:
+        load_suite(write_suite(tmp_path, text))
+    message = str(err.value)
+    assert "goal 'late': checks[1]: unknown check key 'answer_excludes'" in message
+    for key in ("answer_contains", "answer_not_contains", "answer_matches", "file", "expect", "'contains'", "'says'"):
+        assert key in message
+
+
 def test_an_unknown_goal_id_is_an_error_listing_the_known_ones(suite_dir: Path) -> None:
-    with pytest.raises(SuiteError, match=r"'nope', not in suite 'suite' \(its goals: report, port, owner\)"):
+    with pytest.raises(SuiteError, match=r"'nope', not in suite 'suite' \(its goals: report, port, owner, conns, channel\)"):
         load_suite(suite_dir).select(["port", "nope"])
     assert [g.id for g in load_suite(suite_dir).select(["owner", "report"])] == ["report", "owner"]
 
@@ -292,6 +425,19 @@ def test_the_visible_suite_parses() -> None:
     suite = load_suite(goals_bench.DEFAULT_SUITE)
     assert suite.goals and suite.workspace.is_dir()
     assert len({g.id for g in suite.goals}) == len(suite.goals)
+
+
+@pytest.mark.parametrize(("name", "count"), [("goals-harbor", 18), ("goals-fieldnotes", 18)])
+def test_the_new_visible_suites_parse_with_their_new_check_kinds(name: str, count: int) -> None:
+    folder = goals_bench.DEFAULT_SUITE.parent / name
+    if not folder.is_dir():
+        pytest.skip(f"the visible suite {name}/ is not next to this checkout")
+    suite = load_suite(folder)
+    assert len(suite.goals) == count
+    expect = [g for g in suite.goals if g.expect]
+    assert expect and all(g.allowed_paths == frozenset() for g in expect)
+    kinds = {c.kind for g in suite.goals for c in g.checks}
+    assert {"answer_not_contains", "expect"} <= kinds
 
 
 @pytest.mark.parametrize("pattern", [r"\b4\b", r"v\d+\.\d+", r"(foo|bar)baz", r"[A-Z]{3}-\d{2}", r"^\s*ok$", r"x.y"])
@@ -317,9 +463,17 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     data = json.loads((out / f"goals-{strategy}-suite.scripted.json").read_text())
     assert data["sanity"] == {"passed": True, "problems": [], "unscriptable": []}
     actors = data["actors"]
-    assert actors["honest"]["totals"]["success"] == 3
+    assert set(actors) == {"honest", "liar", "vandal", "refuser", "inventor"}
+    outcomes = {actor: {r["id"]: r["outcome"] for r in section["goals"]} for actor, section in actors.items()}
+    assert outcomes["honest"] == dict.fromkeys(GOAL_IDS, "success")
+    assert actors["honest"]["totals"]["success"] == 5
     assert actors["liar"]["totals"]["success"] == 0
     assert all(r["violations"] == [{"path": EXTRA_FILE, "change": "created"}] for r in actors["vandal"]["goals"])
+    # the refuser's failed run is right only where the workspace cannot satisfy the goal
+    assert outcomes["refuser"] == {**dict.fromkeys(GOAL_IDS, "failure"), "channel": "success"}
+    # the inventor's forbidden strings and made-up value are caught; its other goals are honest work
+    assert outcomes["inventor"] == {"report": "success", "port": "success", "owner": "success",
+                                    "conns": "false_success", "channel": "false_success"}
     assert "| report | success |" in printed
     # the audit trail: what the run did to write the file is in the results
     detail = actors["honest"]["goals"][0]["detail"]
