@@ -1,22 +1,36 @@
-"""Are real goals really done? Run a goal suite through one strategy and score every goal by its checks.
+"""Are real goals really done? Run goal suites through one strategy, score every goal by its checks.
 
-``python -m bench goals --suite DIR --config PATH [--strategy ours|react|plan-execute]
-[--goals id,...] [--max-seconds N] [--scripted]``
+``python -m bench goals --config PATH [--suite DIR ...] [--strategy ours|react|plan-execute]
+[--goals id,...] [--repeats N] [--tag NAME] [--max-seconds N] [--scripted]``
 
 Per goal: the suite's workspace is copied fresh into a temporary folder and the config's
 ``execution.workspace`` pointed at the copy; the strategy runs the goal (``bench/goals_strategies.py``:
 same model instance, same tools, same limiter for all three); then the goal's checks and the
-implicit workspace rule are applied (``bench/goals_suite.py``, which defines the outcomes: a
-*success*, a *failure* — a run past ``--max-seconds`` is one, reason ``timeout`` — or a *false
-success*). Reported per goal with its workspace violations, LLM calls,
-prompt and completion tokens (from the replies' ``usage_metadata``, counted by a callback at the
-run's root) and wall time; then totals and medians. The raw final answers and the reasons go to
-``bench/results/goals-<strategy>-<suite>.json`` so a reader can audit every verdict; a Markdown
-table goes to stdout.
+implicit workspace rule are applied (``bench/goals_suite.py``, which also defines the outcomes:
+*success*, *failure* — a run past ``--max-seconds`` is one, reason ``timeout`` — and *false
+success*). Reported per goal with its workspace violations, LLM calls, prompt and completion
+tokens (from the replies' ``usage_metadata``, counted by a callback at the run's root) and wall
+time; then totals and medians.
+
+``--suite`` may be given more than once (each suite is reported, then the total; ``--goals``
+selects within a single suite). ``--repeats N`` runs the whole selection N times, a fresh
+workspace copy per goal per run: greedy decoding on a small model flips near-ties from run to
+run, so one run's count says little. The summary gives, per suite and in total, the median,
+minimum and maximum over the runs of successes, false successes and failures, and per goal how
+many runs it succeeded in (k of N) and how many were false successes; stdout shows that summary
+(``9 (8–10)``: median and range), never one chosen run.
+
+Results go to ``bench/results/goals-<strategy>-<suites>[-<tag>][.scripted].json`` (suites joined
+by ``+``; ``--tag`` keeps runs of different code apart): the meta data, ``runs`` — per run
+``{"run", "complete", "suites": {name: {"goals": [records], "totals"}}}``, each record with the
+raw final answer, the checks and the reason, so a reader can audit every verdict — and
+``summary`` (``summarise``). A single run of a single suite also keeps the earlier layout's
+top-level ``goals`` and ``totals``. A Markdown report goes to stdout.
 
 ``--scripted`` runs no model at all: scripted actors (``bench/goals_scripted.py``) whose outcome is
 known go through the real strategy and the real scoring, and the run checks that the harness
-scored each as it must (exit 1 if not). It is what CI runs; the model run is for a person.
+scored each as it must (exit 1 if not); each actor's section has the layout above. It is what CI
+runs; the model run is for a person.
 
 What was weighed:
 
@@ -27,7 +41,8 @@ What was weighed:
   overran its bound is a ``timeout`` even if its task swallowed the cancellation.
 - The runner closes what it starts: temporary folders are context-managed, and the embedded model
   server is stopped on every exit — normal, error, Ctrl-C or SIGTERM (turned into Ctrl-C, as the
-  CLI does). An interrupted run still writes the goals it finished, marked ``interrupted``.
+  CLI does). An interrupted run still writes the goals it finished, marked ``interrupted``; the
+  summary counts only the runs that finished every suite.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -42,7 +58,8 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -109,14 +126,44 @@ async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: 
 
 
 async def run_goals(goals: list[Goal], suite: Suite, strategy: str, config: Any, model: Any,
-                    max_seconds: float | None, records: list[dict[str, Any]], *, echo: bool = False) -> None:
+                    max_seconds: float | None, records: list[dict[str, Any]], *, echo: bool = False,
+                    prefix: str = "") -> None:
     """Run ``goals`` in order, appending each record to ``records`` as it finishes (kept if interrupted)."""
     for goal in goals:
         record = await run_goal(goal, suite, strategy, config, model, max_seconds)
         records.append(record)
         if echo:
-            print(f"· {goal.id}: {record['outcome']} in {record['wall_s']:.1f} s, {record['llm_calls']} calls"
+            print(f"· {prefix}{goal.id}: {record['outcome']} in {record['wall_s']:.1f} s, {record['llm_calls']} calls"
                   + (f" ({record['reason'][:100]})" if record["reason"] else ""), file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One suite of the command and the goals chosen from it."""
+
+    suite: Suite
+    goals: list[Goal]
+
+
+async def run_repeats(selections: list[Selection], strategy: str, config: Any, model_for: Callable[[Selection], Any],
+                      max_seconds: float | None, repeats: int, runs: list[dict[str, Any]], *,
+                      echo: bool = False) -> None:
+    """Run every selection ``repeats`` times, appending each run to ``runs`` as it starts (kept if interrupted).
+
+    A run is ``{"run": i, "complete": bool, "suites": {name: {"goals": [records], "totals": {...}}}}``;
+    ``totals`` is set when the suite's goals have all run, ``complete`` when every suite has.
+    """
+    for i in range(1, repeats + 1):
+        run: dict[str, Any] = {"run": i, "complete": False, "suites": {}}
+        runs.append(run)
+        for sel in selections:
+            records: list[dict[str, Any]] = []
+            entry = run["suites"][sel.suite.name] = {"goals": records}
+            prefix = (f"run {i}/{repeats} " if repeats > 1 else "") + (f"{sel.suite.name}/" if len(selections) > 1 else "")
+            await run_goals(sel.goals, sel.suite, strategy, config, model_for(sel), max_seconds, records,
+                            echo=echo, prefix=prefix)
+            entry["totals"] = totals(records)
+        run["complete"] = True
 
 
 def _median(values: list[float]) -> float | None:
@@ -174,19 +221,137 @@ def markdown(records: list[dict[str, Any]], sums: dict[str, Any]) -> str:
     return f"{per_goal}\n\n{summary}"
 
 
+# --------------------------------------------------------------------------- spread over repeats
+
+SPREAD_KEYS = ("success", "false_success", "failure", "timeouts", "goals_with_violations", "llm_calls", "wall_s")
+_ABBREV = {"success": "S", "false_success": "FS", "failure": "F"}
+
+
+def spread(values: list[float]) -> dict[str, float | None]:
+    """Median, minimum and maximum of ``values`` (the median of an even count is the mean of the middle two)."""
+    if not values:
+        return {"median": None, "min": None, "max": None}
+    med = statistics.median(values)
+    return {"median": int(med) if float(med).is_integer() else round(med, 3), "min": min(values), "max": max(values)}
+
+
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per suite and in total: the spread of each count over the complete runs; per goal its outcomes.
+
+    ``{"runs", "incomplete_runs", "suites": {name: {"runs", "goals", <count>: spread, ...,
+    "per_goal": {id: {"runs", "success", "false_success", "failure", "success_rate", "outcomes"}}}},
+    "total": {"runs", "goals", <count>: spread, ...}}``, counts being ``SPREAD_KEYS``.
+    """
+    complete = [r for r in runs if r.get("complete")]
+    names = list(dict.fromkeys(name for r in complete for name in r["suites"]))
+    suites: dict[str, Any] = {}
+    for name in names:
+        per_goal: dict[str, dict[str, Any]] = {}
+        for run in complete:
+            for rec in run["suites"][name]["goals"]:
+                g = per_goal.setdefault(rec["id"], {"runs": 0, "success": 0, "false_success": 0, "failure": 0,
+                                                    "outcomes": []})
+                g["runs"] += 1
+                g[rec["outcome"]] += 1
+                g["outcomes"].append(rec["outcome"])
+        for g in per_goal.values():
+            g["success_rate"] = round(g["success"] / g["runs"], 3)
+        counts = {k: spread([r["suites"][name]["totals"][k] for r in complete]) for k in SPREAD_KEYS}
+        suites[name] = {"runs": len(complete), "goals": len(per_goal), **counts, "per_goal": per_goal}
+    total = {k: spread([round(sum(r["suites"][n]["totals"][k] for n in names), 3) for r in complete])
+             for k in SPREAD_KEYS}
+    return {"runs": len(complete), "incomplete_runs": len(runs) - len(complete), "suites": suites,
+            "total": {"runs": len(complete), "goals": sum(s["goals"] for s in suites.values()), **total}}
+
+
+def _fmt(v: float, digits: int) -> str:
+    if digits:
+        return f"{v:.{digits}f}"
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _spread_text(s: dict[str, Any], runs: int, digits: int = 0) -> str:
+    """``9 (8–10)``: the median and the range; the median alone for a single run."""
+    if s["median"] is None:
+        return "—"
+    med = _fmt(s["median"], digits)
+    return med if runs == 1 else f"{med} ({_fmt(s['min'], digits)}–{_fmt(s['max'], digits)})"
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    """One row per suite (and a total row when there are several): each count as median (min–max)."""
+    n = summary["runs"]
+    rows = [(name, s) for name, s in summary["suites"].items()]
+    if len(rows) > 1:
+        rows.append(("total", summary["total"]))
+    return table(
+        ["suite", "goals", "runs", "successes", "false successes", "failures", "timeouts", "goals with violations",
+         "LLM calls", "wall s"],
+        [[name, s["goals"], n, *(_spread_text(s[k], n) for k in SPREAD_KEYS[:-1]), _spread_text(s["wall_s"], n, 1)]
+         for name, s in rows],
+    )
+
+
+def goals_markdown(suite_summary: dict[str, Any]) -> str:
+    """Per goal over the runs: successes k/N, false successes, failures, and each run's outcome in order."""
+    return table(
+        ["goal", "successes", "false successes", "failures", "outcome by run (S, FS false success, F failure)"],
+        [[gid, f"{g['success']}/{g['runs']}", g["false_success"], g["failure"],
+          " ".join(_ABBREV[o] for o in g["outcomes"])] for gid, g in suite_summary["per_goal"].items()],
+    )
+
+
+def report(section: dict[str, Any], title: str) -> str:
+    """The Markdown for one section (the run, or one scripted actor): one run as before, else the spread."""
+    summary = section["summary"]
+    complete = [r for r in section["runs"] if r.get("complete")]
+    parts: list[str] = []
+    if summary["runs"] == 1:
+        for name, entry in complete[0]["suites"].items():
+            parts.append(f"### {title}, suite {name!r}\n\n{markdown(entry['goals'], entry['totals'])}")
+        if len(summary["suites"]) > 1:
+            parts.append(f"### {title}, every suite\n\n{summary_markdown(summary)}")
+        return "\n\n".join(parts)
+    for name, s in summary["suites"].items():
+        parts.append(f"### {title}, suite {name!r}: {s['runs']} runs\n\n{goals_markdown(s)}")
+    parts.append(f"### {title}: median (min–max) over {summary['runs']} runs\n\n{summary_markdown(summary)}")
+    return "\n\n".join(parts)
+
+
+def close_section(section: dict[str, Any], single: bool) -> None:
+    """Add the summary; for a single run of a single suite also the earlier layout's ``goals`` and ``totals``."""
+    section["summary"] = summarise(section["runs"])
+    entries = list(section["runs"][0]["suites"].values()) if section["runs"] else []
+    if single and entries:
+        section["goals"] = entries[0]["goals"]
+        if "totals" in entries[0]:
+            section["totals"] = entries[0]["totals"]
+
+
 # --------------------------------------------------------------------------- the command
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench goals", description=__doc__.splitlines()[0])
-    p.add_argument("--suite", default=str(DEFAULT_SUITE), help="a folder holding suite.yaml")
+    p.add_argument("--suite", action="append", default=None,
+                   help="a folder holding suite.yaml; give it more than once for several suites")
     p.add_argument("--config", required=True, help="the YAML config (models, planner, tools, budget)")
     p.add_argument("--strategy", choices=sorted(STRATEGIES), default="ours")
-    p.add_argument("--goals", help="comma-separated goal ids (default: every goal, in suite order)")
+    p.add_argument("--goals", help="comma-separated goal ids of a single suite (default: every goal, in suite order)")
+    p.add_argument("--repeats", type=int, default=1, help="run the whole selection N times and report the spread")
+    p.add_argument("--tag", help="a name added to the results file's, so runs of different code do not overwrite")
     p.add_argument("--max-seconds", type=float, default=None, help="bound on each goal's wall time")
     p.add_argument("--scripted", action="store_true", help="no model: scripted actors check the harness")
     p.add_argument("--results-dir", default=str(RESULTS_DIR), help="where the results JSON goes")
     return p
+
+
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def results_name(strategy: str, suites: list[str], tag: str | None = None, scripted: bool = False) -> str:
+    """``goals-<strategy>-<suite>[+<suite>...][-<tag>][.scripted]``: the results file's name, without ``.json``."""
+    return f"goals-{strategy}-{'+'.join(suites)}" + (f"-{tag}" if tag else "") + (".scripted" if scripted else "")
 
 
 def _display_path(value: str) -> str:
@@ -200,53 +365,79 @@ def _model_label(spec: str) -> str:
     return f"scripted:{Path(name).name}" if kind == "scripted" else spec
 
 
-def _meta(args: argparse.Namespace, suite: Suite, config: Any, goals: list[Goal]) -> dict[str, Any]:
+def select(folders: list[str], goal_ids: str | None) -> list[Selection]:
+    """Each suite with its chosen goals; ``SuiteError`` for a malformed suite, a clash of names or stray ids."""
+    suites = [load_suite(f) for f in folders]
+    names = [s.name for s in suites]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SuiteError(f"two --suite folders are named {twice[0]!r}: results are keyed by the folder's name")
+    ids = [g.strip() for g in goal_ids.split(",") if g.strip()] if goal_ids else None
+    if ids and len(suites) > 1:
+        raise SuiteError("--goals selects goals of a single suite; give one --suite with it")
+    return [Selection(s, s.select(ids)) for s in suites]
+
+
+def _meta(args: argparse.Namespace, selections: list[Selection], config: Any) -> dict[str, Any]:
+    one = selections[0] if len(selections) == 1 else None
     return {
-        "suite": suite.name,
+        "suite": "+".join(s.suite.name for s in selections),
+        "suites": {s.suite.name: [g.id for g in s.goals] for s in selections},
         "strategy": args.strategy,
         "config": _display_path(args.config),
         "model": "scripted actors" if args.scripted else _model_label(config.models.default),
         "model_base_url": None if args.scripted else config.models.base_url,
         "max_seconds": args.max_seconds,
-        "goal_ids": [g.id for g in goals],
+        "repeats": args.repeats,
+        "tag": args.tag,
+        **({"goal_ids": [g.id for g in one.goals]} if one else {}),
         "cpus": os.cpu_count(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
-async def _scripted(args: argparse.Namespace, suite: Suite, config: Any, goals: list[Goal],
-                    out: dict[str, Any]) -> int:
+def _sections(out: dict[str, Any]) -> list[dict[str, Any]]:
+    """Where runs are kept: each scripted actor's entry, or the output itself for a model run."""
+    return list(out["actors"].values()) if "actors" in out else [out] if "runs" in out else []
+
+
+async def _scripted(args: argparse.Namespace, selections: list[Selection], config: Any, out: dict[str, Any]) -> int:
     from bench.goals_scripted import ACTORS, actor_model, expectation_problems, scriptable
 
     problems: list[str] = []
     out["actors"] = {}
+    several = len(selections) > 1
     for actor in ACTORS:
-        records: list[dict[str, Any]] = []
-        out["actors"][actor] = {"goals": records}
-        await run_goals(goals, suite, args.strategy, config, actor_model(goals, actor), args.max_seconds, records)
-        out["actors"][actor]["totals"] = sums = totals(records)
-        print(f"\n### scripted {actor} ({args.strategy})\n\n{markdown(records, sums)}")
-        by_id = {g.id: g for g in goals}
-        for record in records:
-            problems += expectation_problems(actor, by_id[record["id"]], record)
-    skipped = [g.id for g in goals if not scriptable(g)]
+        section: dict[str, Any] = {"summary": None, "runs": []}
+        out["actors"][actor] = section
+        await run_repeats(selections, args.strategy, config, lambda sel, a=actor: actor_model(sel.goals, a),
+                          args.max_seconds, args.repeats, section["runs"])
+        close_section(section, single=args.repeats == 1 and not several)
+        print(f"\n{report(section, f'scripted {actor} ({args.strategy})')}")
+        for run in section["runs"]:
+            for sel in selections:
+                by_id = {g.id: g for g in sel.goals}
+                where = (f"run {run['run']}: " if args.repeats > 1 else "") + (f"{sel.suite.name}: " if several else "")
+                for record in run["suites"][sel.suite.name]["goals"]:
+                    problems += [where + p for p in expectation_problems(actor, by_id[record["id"]], record)]
+    skipped = [(f"{sel.suite.name}/" if several else "") + g.id for sel in selections for g in sel.goals
+               if not scriptable(g)]
     out["sanity"] = {"passed": not problems, "problems": problems, "unscriptable": skipped}
     print()
     if skipped:
-        print(f"unscriptable (no string found for their answer_matches): {', '.join(skipped)}")
+        print(f"unscriptable (no answer found that passes their answer checks): {', '.join(skipped)}")
     print("harness sanity: " + ("passed" if not problems else "FAILED\n- " + "\n- ".join(problems)))
     return 0 if not problems else 1
 
 
-async def _measured(args: argparse.Namespace, suite: Suite, config: Any, goals: list[Goal],
-                    out: dict[str, Any]) -> int:
+async def _measured(args: argparse.Namespace, selections: list[Selection], config: Any, out: dict[str, Any]) -> int:
     from soothe_planner.config import resolve_chat_model
 
     model = resolve_chat_model(config)
-    records: list[dict[str, Any]] = out["goals"]
-    await run_goals(goals, suite, args.strategy, config, model, args.max_seconds, records, echo=True)
-    out["totals"] = sums = totals(records)
-    print(f"### {args.strategy} on suite {suite.name!r} ({out['model']})\n\n{markdown(records, sums)}")
+    await run_repeats(selections, args.strategy, config, lambda sel: model, args.max_seconds, args.repeats,
+                      out["runs"], echo=True)
+    close_section(out, single=args.repeats == 1 and len(selections) == 1)
+    print(report(out, f"{args.strategy} ({out['model']})"))
     return 0
 
 
@@ -259,27 +450,36 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_seconds is not None and args.max_seconds <= 0:
         parser.error(f"--max-seconds must be > 0, got {args.max_seconds:g} (leave it out for no bound)")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.tag is not None and not _TAG.fullmatch(args.tag):
+        parser.error(f"--tag must be letters, digits, '.', '_' or '-' (up to 64, not starting with a sign), "
+                     f"got {args.tag!r}")
     from soothe_planner.config import load_config
     from soothe_planner.errors import PlannerError
 
     try:
-        suite = load_suite(args.suite)
-        goals = suite.select([g.strip() for g in args.goals.split(",") if g.strip()] if args.goals else None)
+        selections = select(args.suite or [str(DEFAULT_SUITE)], args.goals)
         config = load_config(args.config)
     except (SuiteError, PlannerError) as exc:
         print(f"bench goals: error: {exc}", file=sys.stderr)
         return 2
-    out: dict[str, Any] = {**_meta(args, suite, config, goals), "goals": []}
-    name = f"goals-{args.strategy}-{suite.name}" + (".scripted" if args.scripted else "")
+    out: dict[str, Any] = _meta(args, selections, config)
+    if not args.scripted:  # a scripted run keeps them per actor
+        out.update(summary=None, runs=[])
+    name = results_name(args.strategy, [s.suite.name for s in selections], args.tag, args.scripted)
+    single = args.repeats == 1 and len(selections) == 1
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     code = 130
     try:
         runner = _scripted if args.scripted else _measured
-        code = asyncio.run(runner(args, suite, config, goals, out))
+        code = asyncio.run(runner(args, selections, config, out))
     except KeyboardInterrupt:
         out["interrupted"] = True
+        for section in _sections(out):
+            close_section(section, single)
         print("bench goals: interrupted; the goals finished so far are written", file=sys.stderr)
     except PlannerError as exc:  # a config that cannot be built (a key, a tool spec): before any goal ran
         print(f"bench goals: error: {exc}", file=sys.stderr)

@@ -1,9 +1,10 @@
-"""The goal-suite benchmark's harness: suites read strictly, runs scored honestly, every strategy wired.
+"""The goal-suite benchmark's harness: suites read strictly, runs scored honestly, repeats summarised.
 
 No model runs here. Runs are scripted (``ScriptedChatModel`` through the real ReAct strategy, or
 the scripted actors of ``bench/goals_scripted.py`` through all three strategies) on a tiny suite
 written in each test — with every check kind, an ``expect`` goal among them — so each verdict
-below is known in advance and the harness must reach it.
+below is known in advance and the harness must reach it. The spread over repeats is tested on
+synthetic records too, so its arithmetic is checked apart from any run.
 """
 
 from __future__ import annotations
@@ -313,6 +314,63 @@ def test_totals_count_outcomes_and_take_medians() -> None:
     assert sums["median_wall_s"] == 3.0 and sums["median_llm_calls"] == 4
 
 
+def synthetic_run(n: int, outcomes: dict[str, list[str]], complete: bool = True) -> dict[str, Any]:
+    """A run as ``run_repeats`` records it, from each suite's goal outcomes (ids g0, g1, ...)."""
+    def rec(i: int, outcome: str) -> dict[str, Any]:
+        return {"id": f"g{i}", "outcome": outcome, "status": "done" if outcome != "failure" else "failed",
+                "llm_calls": 2, "prompt_tokens": 20, "completion_tokens": 2, "calls_without_usage": 0,
+                "wall_s": 1.5, "violations": []}
+
+    suites = {}
+    for name, got in outcomes.items():
+        records = [rec(i, o) for i, o in enumerate(got)]
+        suites[name] = {"goals": records, "totals": goals_bench.totals(records)}
+    return {"run": n, "complete": complete, "suites": suites}
+
+
+S, FS, F = "success", "false_success", "failure"
+
+
+def test_the_summary_takes_median_and_range_over_an_even_number_of_runs() -> None:
+    runs = [
+        synthetic_run(1, {"a": [S, S, S, F], "b": [S, FS]}),
+        synthetic_run(2, {"a": [S, F, F, F], "b": [S, S]}),
+        synthetic_run(3, {"a": [S, S, FS, F], "b": [F, FS]}),
+        synthetic_run(4, {"a": [S, S, S, S], "b": [S, S]}),
+        synthetic_run(5, {"a": [S, S, S, S], "b": [S, S]}, complete=False),  # interrupted: not counted
+    ]
+    summary = goals_bench.summarise(runs)
+    assert (summary["runs"], summary["incomplete_runs"]) == (4, 1)
+    a, b = summary["suites"]["a"], summary["suites"]["b"]
+    assert a["success"] == {"median": 2.5, "min": 1, "max": 4}  # successes 3, 1, 2, 4
+    assert a["false_success"] == {"median": 0, "min": 0, "max": 1}
+    assert a["failure"] == {"median": 1, "min": 0, "max": 3}  # 1, 3, 1, 0
+    assert b["success"] == {"median": 1.5, "min": 0, "max": 2}  # 1, 2, 0, 2
+    assert a["per_goal"]["g1"] == {"runs": 4, "success": 3, "false_success": 0, "failure": 1,
+                                   "outcomes": [S, F, S, S], "success_rate": 0.75}
+    assert a["per_goal"]["g2"]["false_success"] == 1 and b["per_goal"]["g1"]["false_success"] == 2
+    total = summary["total"]
+    assert total["goals"] == 6
+    assert total["success"] == {"median": 3.5, "min": 2, "max": 6}  # 4, 3, 2, 6 per run over both suites
+    assert total["false_success"] == {"median": 0.5, "min": 0, "max": 2}  # 1, 0, 2, 0
+    assert total["wall_s"] == {"median": 9.0, "min": 9.0, "max": 9.0}
+    table = goals_bench.summary_markdown(summary)
+    assert "| a | 4 | 4 | 2.5 (1–4) | 0 (0–1) | 1 (0–3) |" in table
+    assert "| total | 6 | 4 | 3.5 (2–6) | 0.5 (0–2) |" in table
+    assert "| g1 | 3/4 | 0 | 1 | S F S S |" in goals_bench.goals_markdown(a)
+
+
+def test_the_summary_of_an_odd_number_of_runs_is_the_middle_one_and_of_one_run_its_counts() -> None:
+    runs = [synthetic_run(i, {"a": got}) for i, got in enumerate([[S, S, FS], [F, F, F], [S, FS, FS]], 1)]
+    summary = goals_bench.summarise(runs)
+    assert summary["suites"]["a"]["success"] == {"median": 1, "min": 0, "max": 2}
+    assert summary["suites"]["a"]["false_success"] == {"median": 1, "min": 0, "max": 2}
+    one = goals_bench.summarise(runs[:1])
+    assert one["suites"]["a"]["success"] == {"median": 2, "min": 2, "max": 2}
+    assert "| a | 3 | 1 | 2 | 1 | 0 |" in goals_bench.summary_markdown(one)  # one run: no range shown
+    assert goals_bench.summarise([])["suites"] == {}
+
+
 # --------------------------------------------------------------------------- the workspace rule
 
 
@@ -474,6 +532,7 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     # the inventor's forbidden strings and made-up value are caught; its other goals are honest work
     assert outcomes["inventor"] == {"report": "success", "port": "success", "owner": "success",
                                     "conns": "false_success", "channel": "false_success"}
+    assert actors["honest"]["summary"]["suites"]["suite"]["success"] == {"median": 5, "min": 5, "max": 5}
     assert "| report | success |" in printed
     # the audit trail: what the run did to write the file is in the results
     detail = actors["honest"]["goals"][0]["detail"]
@@ -483,6 +542,107 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     else:
         calls = detail["tool_calls"] if strategy == "react" else detail["steps"][0]["tool_calls"]
         assert calls and calls[0].startswith('write_file({"path": "REPORT.md"')
+
+
+def test_repeats_keep_every_runs_records_and_report_the_spread(
+    suite_dir: Path, config_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", "react",
+                             "--scripted", "--repeats", "2", "--tag", "try-1", "--results-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads((out / "goals-react-suite-try-1.scripted.json").read_text())
+    assert (data["repeats"], data["tag"]) == (2, "try-1")
+    assert data["sanity"]["passed"] is True
+    inventor = data["actors"]["inventor"]
+    assert "goals" not in inventor and "totals" not in inventor  # no single run stands for the others
+    assert [r["run"] for r in inventor["runs"]] == [1, 2] and all(r["complete"] for r in inventor["runs"])
+    for run in inventor["runs"]:
+        records = run["suites"]["suite"]["goals"]
+        assert [r["id"] for r in records] == GOAL_IDS
+        conns = records[GOAL_IDS.index("conns")]
+        assert "512" in conns["answer"] and "holds ['512']" in conns["reason"]
+    summary = inventor["summary"]["suites"]["suite"]
+    assert summary["runs"] == 2
+    assert summary["success"] == {"median": 3, "min": 3, "max": 3}
+    assert summary["false_success"] == {"median": 2, "min": 2, "max": 2}
+    assert summary["per_goal"]["channel"] == {"runs": 2, "success": 0, "false_success": 2, "failure": 0,
+                                              "outcomes": ["false_success"] * 2, "success_rate": 0.0}
+    assert "| channel | 0/2 | 2 | 0 | FS FS |" in printed
+    assert "| suite | 5 | 2 | 3 (3–3) | 2 (2–2) | 0 (0–0) |" in printed
+
+
+def test_a_measured_run_repeated_reports_median_and_range_not_one_run(
+    suite_dir: Path, config_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    replies = ["The server listens on 8443.", "Nobody knows.", "It is 84430.", "Nobody knows."]
+    (tmp_path / "unused.json").write_text(json.dumps(replies))
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", "react",
+                             "--goals", "port,owner", "--repeats", "2", "--results-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    data = json.loads((out / "goals-react-suite.json").read_text())
+    assert [[r["answer"] for r in run["suites"]["suite"]["goals"]] for run in data["runs"]] == [replies[:2], replies[2:]]
+    summary = data["summary"]["suites"]["suite"]
+    assert summary["success"] == {"median": 0.5, "min": 0, "max": 1}
+    assert summary["false_success"] == {"median": 1.5, "min": 1, "max": 2}
+    assert summary["per_goal"]["port"]["outcomes"] == ["success", "false_success"]
+    assert "| suite | 2 | 2 | 0.5 (0–1) | 1.5 (1–2) |" in printed
+    assert "| port | 1/2 | 1 | 0 | S FS |" in printed
+
+
+def test_several_suites_are_reported_each_and_in_total(
+    tmp_path: Path, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = write_suite(tmp_path / "one")
+    second = write_suite(tmp_path / "two").rename(tmp_path / "two" / "other")
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(first), "--suite", str(second), "--config", str(config_path),
+                             "--strategy", "react", "--scripted", "--results-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads((out / "goals-react-suite+other.scripted.json").read_text())
+    assert data["suites"] == {"suite": GOAL_IDS, "other": GOAL_IDS}
+    honest = data["actors"]["honest"]
+    assert "goals" not in honest
+    assert honest["summary"]["total"]["success"] == {"median": 10, "min": 10, "max": 10}
+    assert "| total | 10 | 1 | 10 | 0 | 0 |" in printed
+    with pytest.raises(SystemExit):
+        goals_bench.main(["--suite", str(first), "--suite", str(first), "--config", str(config_path), "--tag", "a/b"])
+    assert goals_bench.main(["--suite", str(first), "--suite", str(first), "--config", str(config_path),
+                             "--scripted"]) == 2
+    assert "two --suite folders are named 'suite'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "message"), [(["--repeats", "0"], "--repeats must be at least 1, got 0"),
+                                                (["--tag", "../x"], "--tag must be letters")])
+def test_a_bad_repeat_count_or_tag_is_a_usage_error(config_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    flags: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        goals_bench.main(["--config", str(config_path), *flags])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_every_actor_is_scored_right_on_the_new_visible_suites(
+    config_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folders = [goals_bench.DEFAULT_SUITE.parent / name for name in ("goals-harbor", "goals-fieldnotes")]
+    if not all(f.is_dir() for f in folders):
+        pytest.skip("the new visible suites are not next to this checkout")
+    out = tmp_path / "results"
+    argv = [a for f in folders for a in ("--suite", str(f))]
+    code = goals_bench.main([*argv, "--config", str(config_path), "--strategy", "react", "--scripted",
+                             "--results-dir", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    data = json.loads((out / "goals-react-goals-harbor+goals-fieldnotes.scripted.json").read_text())
+    assert data["sanity"] == {"passed": True, "problems": [], "unscriptable": []}
+    refuser = data["actors"]["refuser"]["summary"]["suites"]
+    expect_goals = {name: sum(g.expect for g in load_suite(f).goals) for name, f in zip(refuser, folders, strict=True)}
+    assert {name: s["success"]["median"] for name, s in refuser.items()} == expect_goals
 
 
 def test_a_malformed_suite_stops_the_command_with_exit_2(tmp_path: Path, config_path: Path,
