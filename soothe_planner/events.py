@@ -9,6 +9,7 @@ keys forbidden, so the shapes here cannot drift from what is sent.
 
 =================  ====================================================================
 ``intake``         the request was routed: ``route`` is trivial | simple | complex
+``deliverable``    what the goal must hand back: ``kind`` answer | file | count, ``files``, who declared it
 ``assessment``     phase 1 judged the goal: ``status`` continue | replan | done, progress
 ``plan``           phase 2 decided: ``plan_action`` keep | new, and the new ``steps``
 ``step_started``   a step began (or its journaled result was replayed)
@@ -36,6 +37,7 @@ __all__ = [
     "ApprovalEvent",
     "AssessmentEvent",
     "CompletedEvent",
+    "DeliverableEvent",
     "ErrorEvent",
     "IntakeEvent",
     "PlanEvent",
@@ -52,6 +54,18 @@ class IntakeEvent(TypedDict):
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["intake"]
     route: Literal["trivial", "simple", "complex"]
+
+
+class DeliverableEvent(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    event: Literal["deliverable"]
+    kind: Literal["answer", "file", "count"]
+    files: list[str]
+    holds: list[str]
+    count_of: str
+    every_match: bool
+    declared_by: Literal["caller", "model"]
+    iteration: NotRequired[int]  # when the model declared it, with the goal's first plan
 
 
 class AssessmentEvent(TypedDict):
@@ -126,13 +140,13 @@ class CompletedEvent(TypedDict):
 
 
 ProgressEvent = Annotated[
-    IntakeEvent | AssessmentEvent | PlanEvent | StepStartedEvent | StepCompletedEvent | ApprovalEvent
+    IntakeEvent | DeliverableEvent | AssessmentEvent | PlanEvent | StepStartedEvent | StepCompletedEvent | ApprovalEvent
     | ErrorEvent | CompletedEvent,
     Field(discriminator="event"),
 ]
 """Any one progress event, told apart by its ``"event"`` key."""
 
-EVENT_KINDS = ("intake", "assessment", "plan", "step_started", "step_completed", "approval", "error", "completed")
+EVENT_KINDS = ("intake", "deliverable", "assessment", "plan", "step_started", "step_completed", "approval", "error", "completed")
 
 _ADAPTER: TypeAdapter[Any] | None = None
 

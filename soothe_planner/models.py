@@ -36,6 +36,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from soothe_planner.concurrency import ConcurrencyPolicy
+from soothe_planner.deliverable import Deliverable
 
 __all__ = [
     "LEGACY_EXECUTION_MODES",
@@ -294,6 +295,15 @@ class Capability(_Model):
         default=None,
         description="A tool's argument schema (JSON Schema), so a typed tool step's args can be checked at ingest.",
     )
+    writes_path_arg: str | None = Field(
+        default=None,
+        description="The argument naming the workspace file this tool writes (its metadata 'writes_path_arg'), "
+        "so the deliverable's checks see its writes.",
+    )
+    counts: bool = Field(
+        default=False,
+        description="The tool counts (its metadata 'counts'): its result's 'count' field is a number it counted.",
+    )
 
 
 class PlanContext(_Model):
@@ -395,6 +405,9 @@ class PlanResult(_Text):
     degraded: bool = False
     llm_calls: int = 0
     warnings: list[str] = Field(default_factory=list, description="What the lenient parser repaired.")
+    deliverable: Deliverable | None = Field(
+        default=None, description="The goal's deliverable, when this call declared it (the goal's first plan)."
+    )
 
     @field_validator("goal_progress", "confidence", mode="before")
     @classmethod
@@ -445,6 +458,9 @@ class LoopState(_Model):
     continuation: bool = Field(default=False, description="Prior goals exist on this thread (structural, not a label).")
     prior_goals: list[str] = Field(default_factory=list)
     recent_messages: list[str] = Field(default_factory=list)
+    deliverable: Deliverable | None = Field(
+        default=None, description="What the goal must hand back, when known (a PlanManager's wins)."
+    )
 
 
 # --------------------------------------------------------------------------- settings
@@ -495,10 +511,22 @@ class PlannerSettings(_Model):
     transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")
     transport_backoff_s: float = Field(default=0.5, ge=0)
     call_timeout_s: float = Field(default=120.0, gt=0, description="Per-call timeout, seconds.")
+    small_model_rules: bool | None = Field(
+        default=None,
+        description="The rules that exist because a small model is weak (planner/small_model/): stricter plan "
+        "rules, grounded answers, the prescribed write, the plan grammar's owed write; None: on when the model "
+        "declares them (the embedded model does), off for every other model.",
+    )
     require_grounded_answer: bool | None = Field(
         default=None,
         description="A 'done' whose answer states a number, path, e-mail or URL that no tool returned "
-        "becomes 'replan' (None: on under the compact prompt profile).",
+        "becomes 'replan' (None: as small_model_rules).",
+    )
+    declare_deliverable: bool | None = Field(
+        default=None,
+        description="When the caller gave no deliverable and a tool can write or count, one small call asks the "
+        "model what the goal must hand back (an answer, a file, a count) before the first plan; None: as "
+        "small_model_rules.",
     )
     on_failure: Literal["raise", "degraded"] = Field(
         default="raise", description="After every attempt failed: raise PlanGenerationError, or degrade."

@@ -59,6 +59,7 @@ __all__ = [
     "WIRE_MAX_STEPS",
     "AssessStatus",
     "ChooseContinuation",
+    "DeclareDeliverable",
     "GeneratePlan",
     "PlanStepSpec",
     "ReflectOnPlan",
@@ -162,6 +163,19 @@ class ChooseContinuation(_Wire):
         description="bootstrap: one step answers it; plan_generate: needs a plan"
     )
     reasoning: Text(300) = Field(default="", description="Why, in one sentence")  # type: ignore[valid-type]
+
+
+class DeclareDeliverable(_Wire):
+    """Say what the request must hand back when it is done."""
+
+    kind: Literal["answer", "file", "count"] = Field(
+        description="file: it asks for a file to be written; count: it asks how many; answer: anything else"
+    )
+    files: list[Text(120)] = Field(  # type: ignore[valid-type]
+        max_length=4, description="The files to write, each path exactly as the request writes it ([] unless kind is file)"
+    )
+    every_match: bool = Field(description="true only when it asks for every line or item that matches something")
+    count_of: Text(120) = Field(description="What to count, in the request's words (\"\" unless kind is count)")  # type: ignore[valid-type]
 
 
 class ReflectOnPlan(_Wire):

@@ -53,7 +53,8 @@ def planner(
     return LLMPlanner(model, settings=settings, **kw), model
 
 
-COMPACT = FAST.model_copy(update={"prompt_profile": "compact", "structured_output_method": "function_calling"})
+COMPACT = FAST.model_copy(update={"prompt_profile": "compact", "structured_output_method": "function_calling",
+                                  "small_model_rules": True, "declare_deliverable": False})
 """The small-model profile as the shipped embedded config runs it."""
 
 

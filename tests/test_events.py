@@ -29,7 +29,7 @@ async def _events_of_every_kind() -> list[dict[str, Any]]:
     executor = StepExecutor(tools=[read_tool(), failing_tool()])
     graph = build_strange_loop(script.planner(), executor, checkpointer=InMemorySaver(), approval=True)
     config = run_config("ev", 6)
-    events, _ = await collect(graph, goal_input("collect the facts", thread_id="ev"), config)
+    events, _ = await collect(graph, goal_input("collect the facts", thread_id="ev", deliverable="answer"), config)
     for reply in ({"approved": False, "feedback": "fewer steps"}, {"approved": True}, {"approved": True}):
         if reply["approved"]:  # an approval names the plan it approves
             reply = {**reply, "sha256": (await graph.aget_state(config)).interrupts[0].value["sha256"]}

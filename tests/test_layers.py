@@ -21,6 +21,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "soothe_planner"
 LAYERS: list[list[str]] = [
     ["errors"],
     ["concurrency"],
+    ["deliverable"],
     ["models"],
     ["wire", "protocols", "testing", "tracing", "tools", "events"],
     ["dag"],

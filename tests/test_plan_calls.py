@@ -269,7 +269,7 @@ def test_a_plan_grammar_can_require_its_last_line_to_call_one_tool() -> None:
 async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finished_has_written(tmp_path: Path) -> None:
     from soothe_planner.dag import PlanManager
     from soothe_planner.models import AgentDecision, StepAction, StepResult
-    from soothe_planner.planner.plan_rules import write_owed
+    from soothe_planner.planner.small_model.plan_rules import write_owed
 
     ctx, _ = tool_context(tmp_path)
     goal = "write the TODO lines to TODO_REPORT.md"

@@ -87,7 +87,21 @@ def test_the_compact_plan_prompt_names_exactly_the_compact_schema_fields() -> No
 
 def test_every_system_template_is_covered_by_the_contract() -> None:
     assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {
-        "answer_system", "generate_system_compact", "generate_calls_system_compact"}
+        "answer_system", "generate_system_compact", "generate_calls_system_compact", "deliverable_system"}
+
+
+def test_the_deliverable_briefings_examples_are_answers_its_schema_takes() -> None:
+    """The declaration's briefing shows its answers as JSON lines: each parses as the wire schema, every field given."""
+    import json
+
+    from soothe_planner.wire import DeclareDeliverable
+
+    lines = [line for line in template("deliverable_system").template.splitlines() if " -> {" in line]
+    assert len(lines) >= 3
+    for line in lines:
+        data = json.loads(line.split(" -> ", 1)[1])
+        assert set(data) == set(DeclareDeliverable.model_fields), line
+        DeclareDeliverable.model_validate(data)
 
 
 def test_the_calls_briefings_examples_are_plans_the_calls_reader_takes() -> None:
@@ -239,7 +253,7 @@ def test_budget_trims_the_largest_state_section_first_and_keeps_instructions_who
 
 
 def test_budget_moves_to_the_next_largest_section_when_one_is_not_enough() -> None:
-    fields = {"goal": "g", "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
+    fields = {"goal": "g", "deliverable": "", "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
               "plan": "p" * 2500, "evidence": "e" * 3000}
     prompt = build("plan-assess", "assess_system", "assess_human", fields,
                    trimmable={"evidence": "head", "plan": "head"}, budget_tokens=500)
@@ -249,7 +263,7 @@ def test_budget_moves_to_the_next_largest_section_when_one_is_not_enough() -> No
 
 
 def test_compact_briefing_replaces_the_instructions_whole_when_trimming_state_is_not_enough() -> None:
-    fields = {"goal": "g" * 880, "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
+    fields = {"goal": "g" * 880, "deliverable": "", "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
               "plan": "p" * 100, "evidence": "e" * 1000}
     prompt = build("plan-assess", "assess_system", "assess_human", fields,
                    trimmable={"evidence": "head", "plan": "head"}, budget_tokens=500)
@@ -258,7 +272,7 @@ def test_compact_briefing_replaces_the_instructions_whole_when_trimming_state_is
 
 
 def test_prompt_over_budget_after_trimming_is_sent_whole_and_reported() -> None:
-    fields = {"goal": "g" * 5000, "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
+    fields = {"goal": "g" * 5000, "deliverable": "", "iteration": "1", "max_iterations": "2", "previous_assessment": "-",
               "plan": "p" * 100, "evidence": "e" * 1000}
     prompt = build("plan-assess", "assess_system", "assess_human", fields,
                    trimmable={"evidence": "head", "plan": "head"}, budget_tokens=500)

@@ -13,7 +13,7 @@ from planner_support import COMPACT, state, tool_context, typed_step
 
 from soothe_planner.models import AgentDecision, PlanStep, StatusAssessment, StepAction, StepResult
 from soothe_planner.planner import LLMPlanner
-from soothe_planner.planner.plan_rules import repeats_finished_work
+from soothe_planner.planner.small_model.plan_rules import repeats_finished_work
 from soothe_planner.testing import ScriptedChatModel
 
 RAN = [PlanStep(id="s1", description="list", tool="list_dir", args={"path": "docs", "recursive": True},

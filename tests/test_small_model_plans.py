@@ -31,13 +31,13 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import parse_decision
 from soothe_planner.planner import LLMPlanner
-from soothe_planner.planner.grounding import (
+from soothe_planner.planner.small_model.grounding import (
     answer_facts,
     echoed_goal,
     grounded_answer,
     ungrounded_facts,
 )
-from soothe_planner.planner.plan_rules import retries_missing_data
+from soothe_planner.planner.small_model.plan_rules import retries_missing_data
 from soothe_planner.planner.prompts.phases import COMPACT_ASSESS_EXCERPT, OVERVIEW_FILES, files_overview
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools, workspace_files

@@ -91,7 +91,7 @@ def test_search_text_is_case_insensitive_and_names_file_and_line(workspace: Path
 
 def test_a_folder_search_passes_over_what_this_run_wrote_and_a_search_naming_it_reads_it(workspace: Path) -> None:
     """Regression (1.5B): a re-plan searched again after a first report and listed the report's own line."""
-    tools = make_builtin_tools(workspace)
+    tools = make_builtin_tools(workspace, small_model_aids=True)
     tools["write_file"].invoke({"path": "out/TODO_REPORT.md", "content": "notes.md:2: TODO: write the intro\n"})
     out = tools["search_text"].invoke({"pattern": "todo"})
     assert out.splitlines() == ["notes.md:2: TODO: write the intro", "src/app.py:2: pass  # todo: implement"]
@@ -205,7 +205,7 @@ def test_list_dir_recursive_lists_every_file_below(workspace: Path) -> None:
 def test_a_phrase_no_line_holds_answers_with_the_lines_holding_most_of_its_words(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# Tool\n\nMaintainer: Ada Byron <ada@example.org>\nLicense: MIT\n")
     (tmp_path / "sync.py").write_text('"""Upload ledgers."""\nUPLOAD_URL = "https://x.example/api/ledgers"\nimport os\n')
-    search = make_builtin_tools(tmp_path)["search_text"]
+    search = make_builtin_tools(tmp_path, small_model_aids=True)["search_text"]
     out = search.invoke({"pattern": "maintainer's email address"}).splitlines()
     assert out == ["README.md:3: Maintainer: Ada Byron <ada@example.org>",
                    "(no line contains \"maintainer's email address\" exactly; these lines hold the most of its "

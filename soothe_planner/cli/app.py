@@ -72,6 +72,7 @@ class Options:
     config: str = ""
     thread: str | None = None
     goal: str = ""
+    deliver: str | None = None
     format: Format = "table"
     path: str = ""
     approve: bool = False
@@ -261,7 +262,11 @@ async def _run_or_resume(args: Options, *, resume: bool) -> int:
                 return _finish(snapshot.values, (), thread_id, resolved, args)
         else:
             goal = _goal(args.goal)
-            inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations)
+            try:
+                inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations,
+                                 deliverable=args.deliver)
+            except ValueError as exc:
+                raise _Usage(f"--deliver: {exc}") from None
         # Live: the count the run was saved with, plus the calls this process has made since; the
         # nodes write the same sum back to the state, which the report and `show` read.
         spent = (snapshot.values.get("llm_calls") or 0) if resume else 0
@@ -494,6 +499,9 @@ def _init_command(**params: Any) -> None:
 @cli.command("run", short_help="run a goal through the StrangeLoop, with live progress")
 @click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", help="thread id (default: a new one, printed at start)")
+@click.option("--deliver", metavar="WHAT",
+              help="what the goal must hand back: answer, count, count:WHAT or file:PATH[,PATH] (default: the model "
+                   "declares it)")
 @click.argument("goal")
 @_output_flags
 def _run_command(**params: Any) -> None:

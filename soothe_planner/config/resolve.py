@@ -311,6 +311,14 @@ def _import_tool(spec: str) -> BaseTool:
     raise ConfigError(f"execution.tools: {spec!r} is a {type(obj).__name__}, not a BaseTool or a function")
 
 
+def small_model_config(config: SootheConfig) -> bool:
+    """Whether a run of ``config`` gets the small-model rules and the built-ins' aids for them:
+    ``planner.small_model_rules`` when set, else whether the model is the embedded one (which
+    declares them; the tools are built before the model, so its string is read here)."""
+    flag = config.planner.small_model_rules
+    return flag if flag is not None else config.models.default.startswith("local")
+
+
 def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> BaseTool:
     if not cache:
         # the files a later `resume` trusts: a tool that rewrote them could change what runs next;
@@ -320,7 +328,8 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
             protected.append(ControlFile(config.checkpoint.path, secret=True))
         protected.append(ControlFile(Path(config.checkpoint.path).parent / SEAL_KEY_FILE, secret=True))
         try:
-            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected))
+            cache.update(make_builtin_tools(config.execution.workspace, protected_files=protected,
+                                            small_model_aids=small_model_config(config)))
         except ToolException:
             raise ConfigError(
                 f"execution.workspace: {str(config.execution.workspace)!r} is not an existing folder"

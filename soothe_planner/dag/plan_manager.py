@@ -43,6 +43,7 @@ import soothe_planner.dag.render as _plan_render
 from soothe_planner.dag.plan_dag import PlanDAG, ReadyFeed
 from soothe_planner.dag.step_refs import rename_references
 from soothe_planner.dag.validation import validate_steps
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
     FINISHED_STATUSES,
@@ -138,6 +139,7 @@ class PlanManager:
             allowed_capabilities = self.capabilities
         self.allowed_capabilities = None if allowed_capabilities is None else frozenset(allowed_capabilities)
         self.history: list[PlanRevision] = []
+        self.deliverable: Deliverable | None = None  # what the goal must hand back (soothe_planner.deliverable)
         self.dag = PlanDAG()
         self._counters: dict[str, int] = {}  # rename base -> next suffix to try
         self._mode: ExecutionMode = "dependency"
@@ -513,6 +515,7 @@ class PlanManager:
             "execution_mode": self._mode,
             "reasoning": self._reasoning,
             "recorded": list(self._recorded),
+            "deliverable": self.deliverable.model_dump(mode="json") if self.deliverable is not None else None,
         }
 
     @classmethod
@@ -540,6 +543,8 @@ class PlanManager:
         pm.plan_id, pm._revision_base = data["plan_id"], int(data["revision_base"])
         recorded = data.get("recorded")
         pm._recorded = dict.fromkeys(recorded) if recorded is not None else pm._recorded_from_nodes()
+        stored = data.get("deliverable")  # absent from managers stored before deliverables
+        pm.deliverable = Deliverable.model_validate(stored) if stored else None
         return pm
 
     def _recorded_from_nodes(self) -> dict[str, None]:

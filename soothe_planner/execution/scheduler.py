@@ -75,7 +75,7 @@ from soothe_planner.execution.runners import NoRunnerError, StepFailure
 from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
 from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
-from soothe_planner.tools import tool_args_schema
+from soothe_planner.tools import declared_data, tool_args_schema
 from soothe_planner.tracing import trace_step
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ class StepExecutor:
         remote graphs."""
         caps = [
             Capability(name=t.name, kind="tool", description=t.description or "", read_only=self.is_read_only(t),
-                       args_schema=tool_args_schema(t))
+                       args_schema=tool_args_schema(t), **declared_data(t))
             for t in self.tools.values()
             if not read_only_only or self.is_read_only(t)
         ]

@@ -61,7 +61,7 @@ What was weighed:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Mapping, Awaitable, Callable, Hashable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -70,6 +70,7 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from soothe_planner.deliverable import Deliverable, parse_deliverable
 from soothe_planner.concurrency import ConcurrencyPolicy, run_sync
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import FailurePolicy, PlanContext, clean_text
@@ -132,18 +133,28 @@ def goal_input(
     max_iterations: int | None = None,
     prior_goals: Sequence[str] = (),
     recent_messages: Sequence[str] = (),
+    deliverable: Deliverable | Mapping[str, Any] | str | None = None,
 ) -> dict[str, Any]:
     """The graph input for one goal (a ``LoopInput``); the intake node starts the loop clean.
 
     The request keys are all set, so nothing of the thread's last request carries over: its
-    route (``intake``), its prior goals and its recent messages.
+    route (``intake``), its prior goals, its recent messages and its deliverable.
+
+    ``deliverable``: what the goal must hand back, when the caller knows it (a ``Deliverable``,
+    its dict, or the CLI's spelling ``"file:REPORT.md"``); otherwise the model declares it. A bad
+    one is a ``ValueError`` naming the value and the rule, before anything runs.
     """
+    if isinstance(deliverable, str):
+        deliverable = parse_deliverable(deliverable)
+    elif isinstance(deliverable, Mapping):
+        deliverable = Deliverable.model_validate(deliverable)
     data: dict[str, Any] = {
         "goal": check_goal(clean_text(goal)),  # a goal from argv may hold lone surrogates (undecodable bytes)
         "thread_id": thread_id,
         "prior_goals": list(prior_goals),
         "recent_messages": list(recent_messages),
         "intake": None,
+        "deliverable": deliverable.model_dump(mode="json") if deliverable is not None else None,
     }
     if max_iterations is not None:
         data["max_iterations"] = max_iterations

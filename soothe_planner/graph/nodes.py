@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from soothe_planner.dag import PlanManager
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
 from soothe_planner.models import (
     AgentDecision,
@@ -214,10 +215,15 @@ class PlannerNodes:
         run_options()  # a malformed run context fails here, before any work
         request = start_run(state, thread_id=_configured_thread())
         view = self.view({**state, **request})
+        manager = self.new_manager(view.goal)
+        given = {**state, **request}.get("deliverable")
+        if given:
+            manager.deliverable = Deliverable.model_validate(given)  # the caller's word: checked, then kept
+            emit({"event": "deliverable", **manager.deliverable.model_dump(mode="json")})
         updates: dict[str, Any] = {
             **request,
             "continuation": bool(view.prior_goals),
-            "plan_manager": self.new_manager(view.goal).to_dict(),
+            "plan_manager": manager.to_dict(),
         }
         if clean_text(view.goal) != view.goal:
             # A goal given straight to the graph (a server's input, a chat turn) is cleaned here,
@@ -310,6 +316,9 @@ class PlannerNodes:
         iteration, result, pm = view.iteration, view.plan_result, view.manager
         assert result is not None, "validate runs after plan_generate, which records a plan result"
         history = view.action_history
+        if result.deliverable is not None and pm.deliverable is None:
+            pm.deliverable = result.deliverable  # declared by the model with the goal's first plan
+            emit({"event": "deliverable", "iteration": iteration, **result.deliverable.model_dump(mode="json")})
         if result.plan_action == "new" and result.decision is not None:
             replace = view.assessment is not None and view.assessment.status == "replan"
             try:

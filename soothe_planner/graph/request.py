@@ -95,6 +95,7 @@ def start_run(state: Mapping[str, Any], *, thread_id: str | None = None) -> dict
         goal = text
         update.update({
             "intake": None,  # a new request is routed anew
+            "deliverable": None,  # a chat turn names none; the model declares it
             "prior_goals": prior,
             "continuation": bool(prior),
             "recent_messages": _recent(messages, index),

@@ -59,6 +59,7 @@ class LoopInput(TypedDict, total=False):
     intake: str | None  # trivial | simple | complex: a given route skips the routing call
     prior_goals: list[str]
     recent_messages: list[str]
+    deliverable: dict[str, Any] | None  # Deliverable.model_dump(): what the goal must hand back, if the caller knows
 
 
 class LoopGraphState(TypedDict, total=False):
@@ -71,6 +72,7 @@ class LoopGraphState(TypedDict, total=False):
     continuation: bool  # prior goals exist on this thread (structural)
     prior_goals: list[str]
     recent_messages: list[str]
+    deliverable: dict[str, Any] | None  # the caller's Deliverable; the goal's own is on plan_manager
     # the loop
     iteration: int
     assessment: dict[str, Any] | None  # StatusAssessment.model_dump(mode="json")

@@ -36,7 +36,6 @@ __all__ = [
     "conform_ids",
     "derived_description",
     "fold_keys",
-    "is_count_task",
     "is_step_like",
     "norm_id",
     "read_step",
@@ -61,16 +60,6 @@ reliably than a nullable tool beside a free-text description; the step is read a
 ``task`` describes. A real tool of that name wins: the name is read this way only when no offered
 capability carries it."""
 _DESCRIPTION_CHARS = 300
-_COUNT_TASK = re.compile(r"\b(?:how many|count|number of)\b", re.IGNORECASE)
-
-
-def is_count_task(text: str) -> bool:
-    """Whether a step's task asks for a count ("how many", "count", "the number of ...").
-
-    A count is the one answer a model computes rather than copies: its number is grounded only
-    when a counting tool returned it (``planner/grounding.py``).
-    """
-    return _COUNT_TASK.search(text) is not None
 
 _FOLDED = {k.lower(): k for k in STEP_KEYS}
 _MARKERS_FOLDED = frozenset(k.lower() for k in STEP_MARKERS)

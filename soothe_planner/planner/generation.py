@@ -4,7 +4,8 @@ The planner's generation call (``llm_planner``) asks for a plan through the stru
 ladder (``calls``/``ladder``): the answer comes back either as a schema object or as text for the
 lenient parser. Both are read into one ``Generated`` here, with the parser's repair rules applied
 to both (``readers``), and judged by one validator (``decision_validator``): the DAG's rules via
-the goal's ``PlanManager``, and the small-model rules of ``plan_rules`` under the compact profile.
+the goal's ``PlanManager``, the contract's rules over the goal's deliverable (every model), and
+the small-model rules (``small_model/plan_rules``) when they are on.
 Kept apart from the planner class so the class holds the loop's phases and this module the shape
 of one answer.
 """
@@ -18,17 +19,17 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
-from soothe_planner.planner.plan_rules import (
+from soothe_planner.planner.contract import owed_writes, writes_outside
+from soothe_planner.planner.plan_syntax import calls_text_reader
+from soothe_planner.planner.small_model.plan_rules import (
     answers_meant_as_writes,
     ends_in_gathering,
-    never_writes_asked_file,
     repeats_finished_work,
     retries_missing_data,
-    writes_not_asked_for,
 )
-from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
 
 __all__ = ["Generated", "calls_reader", "decision_validator", "plan_schema", "readers"]
@@ -99,16 +100,18 @@ def readers(
 
 
 def decision_validator(
-    goal: str, context: PlanContext, pm: PlanManager | None, *, compact: bool, allow_keep: bool, replace: bool,
-    max_steps: int, greedy: bool = False,
+    goal: str, context: PlanContext, pm: PlanManager | None, deliverable: Deliverable | None = None, *,
+    small_model: bool, allow_keep: bool, replace: bool, max_steps: int, greedy: bool = False,
 ) -> Callable[[Generated], list[str]]:
-    """What a generation answer must satisfy before it is used: the DAG's rules (through ``pm``,
-    with the offered tools' schemas) and, under the compact profile, ``plan_rules`` — the rule
-    against repeating finished work only for a model that decodes greedily (``greedy``), for which
-    the same call on the same data gives the same output."""
+    """What a generation answer must satisfy before it is used: the contract's rules over the goal's
+    ``deliverable`` (no write it does not name), the DAG's rules (through ``pm``, with the offered
+    tools' schemas) and, with ``small_model``, the small-model rules — the one against repeating
+    finished work only for a model that decodes greedily (``greedy``), for which the same call on
+    the same data gives the same output. ``goal`` is not read by any rule: it names the plan in errors."""
     names = context.capability_names() or None
     offered = context.available_capabilities or None
     by_name = {c.name: c for c in offered} if offered else None
+    del goal
 
     def validate(gen: Generated) -> list[str]:
         if gen.plan_action == "keep":
@@ -120,19 +123,18 @@ def decision_validator(
             return ["plan_action 'new' needs at least one step"]
         if len(gen.decision.steps) > max_steps:
             return [f"plan has {len(gen.decision.steps)} steps, over the limit of {max_steps}"]
-        if compact:
+        problems = writes_outside(deliverable, gen.decision, by_name)
+        if small_model:
             nodes = pm.nodes if pm is not None else []
-            unwritten = never_writes_asked_file(goal, gen.decision, nodes, by_name, context.workspace)
-            problems = [p for p in (ends_in_gathering(gen.decision, by_name),
-                                    *writes_not_asked_for(goal, gen.decision, by_name),
-                                    # a plan with no write of the file at all is told that, once
-                                    *(unwritten or answers_meant_as_writes(goal, gen.decision, by_name,
-                                                                           context.workspace, nodes)),
-                                    *retries_missing_data(gen.decision, nodes),
-                                    *(repeats_finished_work(gen.decision, nodes) if greedy else []))
-                        if p]
-            if problems:
-                return problems
+            owed = owed_writes(deliverable, gen.decision, nodes, by_name)
+            problems += [p for p in (ends_in_gathering(gen.decision, by_name),
+                                     # a plan with no write of the file at all is told that, once
+                                     *(owed or answers_meant_as_writes(deliverable, gen.decision, by_name)),
+                                     *retries_missing_data(gen.decision, nodes),
+                                     *(repeats_finished_work(gen.decision, nodes) if greedy else []))
+                         if p]
+        if problems:
+            return problems
         if pm is not None:
             # the offered tools' schemas and descriptions, whatever the manager was built with
             return pm.validate(gen.decision, replace=replace, capabilities=offered)

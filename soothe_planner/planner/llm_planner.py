@@ -45,9 +45,11 @@ from langchain_core.language_models import BaseChatModel
 
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.dag import PlanManager
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
+    Capability,
     ContinuationAssessment,
     IntakeRoute,
     LoopState,
@@ -61,6 +63,7 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import parse_object
 from soothe_planner.planner.calls import Caller, Tally
+from soothe_planner.planner.contract import needs_declaration, order_writes, to_deliverable
 from soothe_planner.planner.generation import (
     Generated,
     calls_reader,
@@ -68,20 +71,22 @@ from soothe_planner.planner.generation import (
     plan_schema,
     readers,
 )
-from soothe_planner.planner.grounding import checked_steps, guard_assessment, guard_note, unrelayed_lines
-from soothe_planner.planner.plan_rules import order_writes, write_owed
+from soothe_planner.planner.guard import guard_assessment
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.small_model import small_model_rules_on
+from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_note
+from soothe_planner.planner.small_model.plan_rules import write_owed
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
-from soothe_planner.tools import WRITE_TOOL_NAME
 from soothe_planner.wire import (
     COMPACT_MODEL_STEP,
     AssessStatus,
     ChooseContinuation,
+    DeclareDeliverable,
     ReflectOnPlan,
     RouteIntake,
     to_continuation,
@@ -137,6 +142,8 @@ class LLMPlanner(SyncPlannerMethods):
         # temperature 0: the same call on the same data gives the same output (the executor's model
         # steps run on the run's model too, as a run builds them), so a plan of finished work is refused
         self._greedy = getattr(model, "temperature", None) == 0
+        # the policies that exist because a model is small (planner/small_model/): one switch
+        self.small_model = small_model_rules_on(self.settings, model)
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()
@@ -193,7 +200,7 @@ class LLMPlanner(SyncPlannerMethods):
 
     def _grounding_required(self) -> bool:
         flag = self.settings.require_grounded_answer
-        return self.settings.prompt_profile == "compact" if flag is None else flag
+        return self.small_model if flag is None else flag
 
     def _done_result(self, a: StatusAssessment, tally: Tally) -> PlanResult:
         return PlanResult(
@@ -242,14 +249,14 @@ class LLMPlanner(SyncPlannerMethods):
         a = outcome.value
         if self.settings.prompt_profile == "compact":  # its schema asks for the status alone (AssessStatus)
             a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(state, pm)})
-        if self._grounding_required():
-            nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
-            finished = pm is not None and not pm.has_unfinished()
-            a, why = guard_assessment(goal, a, state.current_decision, nodes, results, plan_finished=finished,
-                                      writers=writers, workspace=context.workspace)
-            if why:
-                self.stats.guard_overrides += 1
-                logger.warning("plan-assess: %s", why)
+        nodes, results = checked_steps(state, pm)
+        finished = pm is not None and not pm.has_unfinished()
+        a, why = guard_assessment(goal, a, _deliverable(state, pm), state.current_decision, nodes, results,
+                                  _by_name(context.available_capabilities), context.workspace, plan_finished=finished,
+                                  small_model=self.small_model, grounded=self._grounding_required())
+        if why:
+            self.stats.guard_overrides += 1
+            logger.warning("plan-assess: %s", why)
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
@@ -276,7 +283,17 @@ class LLMPlanner(SyncPlannerMethods):
                 instruction = "This follow-up builds on earlier work: answer it with exactly one step."
         in_flight = running_decision(state, pm)
         replace = assessment.status == "replan"
+        declared = None
         try:
+            declare = self.settings.declare_deliverable
+            if _deliverable(state, pm) is None and (self.small_model if declare is None else declare) \
+                    and needs_declaration(context.available_capabilities):
+                declared, notes = await self._declare(goal, context, tally, context.thread_id or state.thread_id)
+                warnings += notes
+                if pm is not None:
+                    pm.deliverable = declared
+                else:
+                    state = state.model_copy(update={"deliverable": declared})
             gen = await self._generation_call(
                 goal, state, context, assessment, pm, tally,
                 # a 'keep' is accepted here and, with nothing in flight, answered below by asking for steps
@@ -325,6 +342,7 @@ class LLMPlanner(SyncPlannerMethods):
             degraded=degraded,
             llm_calls=tally.calls,
             warnings=[*warnings, *gen.warnings],
+            deliverable=declared,
         )
 
     async def _generation_call(
@@ -350,14 +368,16 @@ class LLMPlanner(SyncPlannerMethods):
                                    max_steps=max_steps, instruction=instruction, calls=calls)
         )
         compact = self.settings.prompt_profile == "compact"
-        validate = decision_validator(goal, context, pm, compact=compact, allow_keep=allow_keep, replace=replace,
-                                      max_steps=max_steps, greedy=self._greedy)
+        deliverable = _deliverable(state, pm)
+        validate = decision_validator(goal, context, pm, deliverable, small_model=self.small_model,
+                                      allow_keep=allow_keep, replace=replace, max_steps=max_steps, greedy=self._greedy)
         try:
             if calls:
                 existing = [n.id for n in pm.nodes] if pm is not None else []
+                owed = write_owed(deliverable, pm.nodes if pm is not None else [],
+                                  _by_name(context.available_capabilities)) if self.small_model else None
                 grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps,
-                                       existing, ends_with=write_owed(goal, pm.nodes if pm is not None else [],
-                                                                      context.available_capabilities, context.workspace))
+                                       existing, ends_with=owed)
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
                     parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",
@@ -399,15 +419,15 @@ class LLMPlanner(SyncPlannerMethods):
         judges the result. Only under the compact profile (where the prompt shows the write) and
         only when the step passes every rule a model's plan must pass.
         """
-        if self.settings.prompt_profile != "compact" or WRITE_TOOL_NAME not in context.capability_names():
+        if not self.small_model:
             return None
         if any(a.error_type == "transport" for a in exc.attempts):
             return None  # the model was not heard: not a refusal, and the run should say so
-        nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
-        dropped = unrelayed_lines(goal, state.current_decision, nodes, results, writers) if results else None
-        step = dropped.remedy_step({n.id for n in nodes}) if dropped is not None else None
-        if dropped is None or step is None:
+        nodes, results = checked_steps(state, pm)
+        dropped = dropped_lines(_deliverable(state, pm), nodes, results, _by_name(context.available_capabilities))
+        if dropped is None:
             return None
+        step = dropped.remedy_step({n.id for n in nodes})
         gen = Generated("new", AgentDecision(steps=[step]), next_action=step.description, warnings=[
             f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
             f"wrote the search's output to {dropped.path} itself ({step.id}), as the delivery check prescribes: "
@@ -417,6 +437,31 @@ class LLMPlanner(SyncPlannerMethods):
         self.stats.prescribed_writes += 1
         logger.warning("%s: every plan refused; planned the prescribed write %s", exc.phase, step.description)
         return gen
+
+    # ------------------------------------------------------------------ the deliverable
+
+    async def declare_deliverable(self, goal: str, context: PlanContext) -> Deliverable:
+        """What ``goal`` must hand back, as the model declares it (``planner/contract/declare.py``)."""
+        deliverable, _ = await self._declare(goal, context, Tally(), context.thread_id)
+        return deliverable
+
+    async def _declare(
+        self, goal: str, context: PlanContext, tally: Tally, thread_id: str | None
+    ) -> tuple[Deliverable, list[str]]:
+        prompt = self._prompt_checked(phases.deliverable_prompt(goal, self.settings))
+        outcome = await self._caller.structured(
+            self.assess_model, DeclareDeliverable, prompt.messages(), phase="deliverable",
+            convert=lambda m: m,
+            parse_text=lambda t: parse_object(t, DeclareDeliverable)[0],
+            tally=tally, thread_id=thread_id, iteration=0,
+        )
+        wire = outcome.value
+        assert isinstance(wire, DeclareDeliverable)
+        deliverable, warnings = to_deliverable(wire, goal)
+        for w in warnings:
+            logger.warning("%s", w)
+        logger.info("deliverable: %s (declared by the model)", deliverable.describe())
+        return deliverable, warnings
 
     # ------------------------------------------------------------------ continuation, intake, answer
 
@@ -512,8 +557,8 @@ class LLMPlanner(SyncPlannerMethods):
         pm = self._manager_from_plan(plan)
         prompt = self._prompt_checked(phases.revise_prompt(plan.goal, escape_plan(pm), reflection, context, self.settings))
         compact, max_steps = self.settings.prompt_profile == "compact", self.settings.max_plan_steps
-        validate = decision_validator(plan.goal, context, pm, compact=compact, allow_keep=False, replace=True,
-                                      max_steps=max_steps)
+        validate = decision_validator(plan.goal, context, pm, pm.deliverable, small_model=self.small_model,
+                                      allow_keep=False, replace=True, max_steps=max_steps)
         read, parse = readers(context, max_steps, pm)
         outcome = await self._caller.structured(
             self.model, plan_schema(context, max_steps, False, compact=compact), prompt.messages(), phase="revise",
@@ -561,6 +606,17 @@ class LLMPlanner(SyncPlannerMethods):
             "should_revise": judged.should_revise,
             "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
         })
+
+
+def _deliverable(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
+    """The goal's deliverable: the plan manager's, else the state's (None while unknown)."""
+    if pm is not None and pm.deliverable is not None:
+        return pm.deliverable
+    return state.deliverable
+
+
+def _by_name(capabilities: list[Capability]) -> dict[str, Capability] | None:
+    return {c.name: c for c in capabilities} or None
 
 
 def escape_plan(pm: PlanManager) -> str:

@@ -20,6 +20,7 @@ from soothe_planner.concurrency import run_sync
 
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
+    from soothe_planner.deliverable import Deliverable
     from soothe_planner.models import (
         ContinuationAssessment,
         IntakeRoute,
@@ -75,6 +76,10 @@ class SyncPlannerMethods:
     def route_intake_sync(self, goal: str, context: PlanContext) -> tuple[IntakeRoute, str]:
         """``route_intake``, synchronously."""
         return run_sync(_planner(self).route_intake(goal, context))
+
+    def declare_deliverable_sync(self, goal: str, context: PlanContext) -> Deliverable:
+        """``declare_deliverable``, synchronously."""
+        return run_sync(_planner(self).declare_deliverable(goal, context))
 
     def answer_sync(self, goal: str, context: PlanContext, evidence: str = "") -> str:
         """``answer``, synchronously."""

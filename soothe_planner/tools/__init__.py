@@ -25,13 +25,14 @@ from soothe_planner.tools.builtins import (
     write_echo,
     wrote_blank,
 )
-from soothe_planner.tools.schema import tool_args_schema
+from soothe_planner.tools.schema import COUNTS_KEY, WRITES_PATH_ARG_KEY, declared_data, tool_args_schema
 from soothe_planner.tools.workspace import PROTECTED_NAMES, ControlFile, Workspace
 
 __all__ = [
     "BLANK_WRITE_MARK",
     "BUILTIN_TOOL_NAMES",
     "COUNTING_TOOL_NAMES",
+    "COUNTS_KEY",
     "MAX_LIST_ENTRIES",
     "MAX_READ_CHARS",
     "MAX_SEARCH_FILE_BYTES",
@@ -42,9 +43,11 @@ __all__ = [
     "SEARCH_STOPPED_MARK",
     "SEARCH_TIME_LIMIT_S",
     "SEARCH_TOOL_NAME",
+    "WRITES_PATH_ARG_KEY",
     "WRITE_TOOL_NAME",
     "ControlFile",
     "Workspace",
+    "declared_data",
     "make_builtin_tools",
     "resolve_in_workspace",
     "tool_args_schema",

@@ -67,6 +67,7 @@ from typing import IO, Any, TypeVar
 import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
+from soothe_planner.tools.schema import COUNTS_KEY, WRITES_PATH_ARG_KEY
 from soothe_planner.tools.search_words import MAX_WORD_CANDIDATES, phrase_words, rank_by_words, words_matcher
 from soothe_planner.tools.workspace import Workspace
 
@@ -93,6 +94,8 @@ __all__ = [
     "wrote_blank",
 ]
 
+Answer = tuple[str, dict[str, Any]]
+"""What a built-in returns: its text for the model, and its data (the tool's artifact)."""
 MAX_READ_CHARS = 20_000
 MAX_LIST_ENTRIES = 200
 MAX_SEARCH_HITS = 50
@@ -144,7 +147,7 @@ COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
 these names would be read the same way."""
 
-F = TypeVar("F", bound=Callable[..., str])
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _os_errors(func: F) -> F:
@@ -153,7 +156,7 @@ def _os_errors(func: F) -> F:
     signature = inspect.signature(func)
 
     @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> str:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except OSError as exc:
@@ -239,14 +242,19 @@ def _skipped_note(skipped: list[str]) -> str:
 
 
 def make_builtin_tools(
-    workspace: str | Path, *, protected_files: Iterable[str | Path] = ()
+    workspace: str | Path, *, protected_files: Iterable[str | Path] = (), small_model_aids: bool = False,
 ) -> dict[str, BaseTool]:
     """The built-in tools bound to ``workspace``, by name. The folder must exist.
 
     ``protected_files`` are files the run depends on (its config, its checkpoint database) that
     ``write_file`` must never touch, however the path to them is spelled.
 
-    A search or line count over a folder passes over the files these tools have written: what a
+    Each tool answers text for the model and, as its artifact (``StepResult.outcome``), the data a
+    check needs: a count and what it counted, the lines a search found, the path and bytes written.
+
+    ``small_model_aids`` (on for a model that declares the small-model rules): a literal phrase no
+    line holds is answered with the lines nearest its words, and a search or line count over a
+    folder passes over the files these tools have written: what a
     run wrote is its own output, not the workspace's data. On the 1.5B, a re-plan of
     "find every line containing TODO … and write those lines to TODO_REPORT.md" searched again
     after a first, incomplete report, and the new report listed the old one's line as a TODO line
@@ -255,24 +263,27 @@ def make_builtin_tools(
     report.
     """
     ws = Workspace(workspace, protected_files=protected_files)
-    written: set[str] = set()  # workspace-relative paths write_file wrote
+    written: set[str] = set()  # workspace-relative paths write_file wrote (passed over by searches, with the aids)
+    nearest_lines = skip_own_writes = small_model_aids
 
     @_os_errors
-    def list_dir(path: str = ".", recursive: bool = False) -> str:
+    def list_dir(path: str = ".", recursive: bool = False) -> Answer:
         names, rel = _listing(ws, path, recursive)
         lines = names[:MAX_LIST_ENTRIES]
         if len(names) > MAX_LIST_ENTRIES:
             lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")
-        return "\n".join(lines) if lines else f"{rel} is empty"
+        data = {"path": rel or ".", "entries": len(names), "complete": len(names) <= MAX_LIST_ENTRIES}
+        return ("\n".join(lines) if lines else f"{rel} is empty"), data
 
     @_os_errors
-    def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> str:
+    def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> Answer:
         if start_line < 1:
             raise ToolException(f"start_line must be >= 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise ToolException(f"end_line must be >= start_line ({start_line}), got {end_line}")
         with _open_text(ws, path, "only text files can be read") as fh:
-            return _read_lines(fh, path, start_line, end_line, os.fstat(fh.fileno()).st_size)
+            text = _read_lines(fh, path, start_line, end_line, os.fstat(fh.fileno()).st_size)
+        return text, {"path": path.strip()}
 
     def _scan(path: str, pattern: str, matcher: Any, cap: int, skipped: list[str]) -> tuple[list[tuple[str, str]], bool]:
         """``([(file:line, text)], stopped at cap)`` for the lines below ``path`` that ``matcher`` finds."""
@@ -302,13 +313,15 @@ def make_builtin_tools(
         return hits, False
 
     @_os_errors
-    def search_text(pattern: str, path: str = ".", regex: bool = False) -> str:
+    def search_text(pattern: str, path: str = ".", regex: bool = False) -> Answer:
         if not pattern:
             raise ToolException("search pattern is empty")
         skipped: list[str] = []
         found, more = _scan(path, pattern, _compile(pattern, regex), MAX_SEARCH_HITS, skipped)
         lines = [f"{label}: {text}" for label, text in found]
-        words = [] if found or regex else phrase_words(pattern)
+        data: dict[str, Any] = {"pattern": pattern, "path": path.strip() or ".", "regex": regex, "lines": list(lines),
+                                "exact": bool(found), "complete": not more and not skipped}
+        words = [] if found or regex or not nearest_lines else phrase_words(pattern)
         if words:
             candidates, _ = _scan(path, pattern, words_matcher(words), MAX_WORD_CANDIDATES, [])
             ranked = rank_by_words(candidates, words)
@@ -323,10 +336,10 @@ def make_builtin_tools(
             lines.append(f"{SEARCH_STOPPED_MARK}{MAX_SEARCH_HITS} matches)")
         if skipped:
             lines.append(_skipped_note(skipped))
-        return "\n".join(lines)
+        return "\n".join(lines), data
 
     @_os_errors
-    def count_files(pattern: str = "*", path: str = ".") -> str:
+    def count_files(pattern: str = "*", path: str = ".") -> Answer:
         if not pattern.strip():
             raise ToolException("count_files: the pattern is empty; use '*' to count every file")
         names, rel = _listing(ws, path, recursive=True)
@@ -341,15 +354,16 @@ def make_builtin_tools(
                 f"whole names only; '*.py' matches the names ending in .py, '*{folded}*' those containing {folded!r}"
             )
         head = f"{len(hits)} file{'' if len(hits) == 1 else 's'} below {where} match {pattern.strip()!r}"
+        data = {"count": len(hits), "complete": True, "counted": head}
         if not hits:
-            return head
+            return head, data
         shown = hits[:MAX_LIST_ENTRIES]
         if len(hits) > MAX_LIST_ENTRIES:
             shown.append(f"... ({len(hits) - MAX_LIST_ENTRIES} more not shown)")
-        return head + ":\n" + "\n".join(shown)
+        return head + ":\n" + "\n".join(shown), data
 
     @_os_errors
-    def count_lines(path: str, pattern: str = "", regex: bool = False) -> str:
+    def count_lines(path: str, pattern: str = "", regex: bool = False) -> Answer:
         folder = _is_folder(ws, path)
         if not folder:
             _open_text(ws, path, "only a text file's lines can be counted").close()
@@ -365,20 +379,23 @@ def make_builtin_tools(
             what += f" in {path.strip()}"
         if pattern:
             what += f" contain {pattern!r}" if n != 1 else f" contains {pattern!r}"
-        return what + (f"\n{_skipped_note(skipped)}" if skipped else "")
+        data = {"count": n, "complete": not more and not skipped, "counted": what}
+        return what + (f"\n{_skipped_note(skipped)}" if skipped else ""), data
 
     @_os_errors
-    def write_file(path: str, content: str) -> str:
+    def write_file(path: str, content: str) -> Answer:
         if len(content) > MAX_WRITE_CHARS:
             raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
         data = content.encode("utf-8")
         resolved = ws.write_file(path, data)
-        written.add(resolved.rel)
+        if skip_own_writes:
+            written.add(resolved.rel)
+        record = {"path": resolved.rel, "bytes": len(data), "blank": not content.strip()}
         if not content.strip():
-            return f"wrote {len(data)} bytes to {resolved.rel} {BLANK_WRITE_MARK}"
-        return f"wrote {len(data)} bytes to {resolved.rel}:\n{write_echo(content)}"
+            return f"wrote {len(data)} bytes to {resolved.rel} {BLANK_WRITE_MARK}", record
+        return f"wrote {len(data)} bytes to {resolved.rel}:\n{write_echo(content)}", record
 
-    specs: list[tuple[Callable[..., str], str, bool]] = [
+    specs: list[tuple[Callable[..., Answer], str, bool]] = [
         (
             list_dir,
             "List the files and folders in a workspace folder (default: the workspace root; folders end "
@@ -416,8 +433,13 @@ def make_builtin_tools(
     tools: dict[str, BaseTool] = {}
     for func, description, read_only in specs:
         metadata: dict[str, Any] = {"read_only": read_only, "builtin": True}
+        if func is write_file:
+            metadata[WRITES_PATH_ARG_KEY] = "path"
+        if func.__name__ in COUNTING_TOOL_NAMES:
+            metadata[COUNTS_KEY] = True
         tools[func.__name__] = StructuredTool.from_function(
-            func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True
+            func=func, name=func.__name__, description=description, metadata=metadata, handle_tool_error=True,
+            response_format="content_and_artifact",
         )
     return tools
 

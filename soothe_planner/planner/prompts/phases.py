@@ -22,6 +22,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from soothe_planner.dag import dag_prompt, latest_results
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import (
     AgentDecision,
     LoopState,
@@ -35,8 +36,7 @@ from soothe_planner.models import (
     StepResult,
     StepStatus,
 )
-from soothe_planner.planner.grounding import checked_steps, guard_reasons, unrelayed_lines
-from soothe_planner.planner.plan_rules import path_key
+from soothe_planner.planner.contract import path_key
 from soothe_planner.planner.prompts import (
     Prompt,
     build,
@@ -46,6 +46,7 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
+from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_reasons
 from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
 
 if TYPE_CHECKING:
@@ -73,6 +74,16 @@ second on two cores; the start of an output tells what a step found, and the che
 every line (``grounding``)."""
 GENERATE_EXCERPT = 800
 CONVERSATION_MESSAGES = 10
+
+
+def _deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
+    return pm.deliverable if pm is not None and pm.deliverable is not None else state.deliverable
+
+
+def deliverable_line(state: LoopState, pm: PlanManager | None) -> str:
+    """The line a plan or assessment prompt shows under the goal: what the goal must hand back."""
+    d = _deliverable_of(state, pm)
+    return f"It must hand back: {escape_data(d.describe())}.\n" if d is not None else ""
 
 
 def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
@@ -170,6 +181,7 @@ def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings:
         "assess_human",
         {
             "goal": escape_data(goal),
+            "deliverable": deliverable_line(state, pm),
             "iteration": str(state.iteration + 1),
             "max_iterations": str(state.max_iterations),
             "previous_assessment": render_assessment(state.previous_assessment),
@@ -307,6 +319,7 @@ def generate_prompt(
         "generate_human",
         {
             "goal": escape_data(goal),
+            "deliverable": deliverable_line(state, pm),
             "iteration": str(state.iteration + 1),
             "max_iterations": str(state.max_iterations),
             "assessment": render_assessment(assessment),
@@ -384,10 +397,11 @@ def _compact_fields(
         progress += f"Failed steps (plan them again differently, or another way):\n{failed}\n"
     if fresh:
         progress += f"Results:\n<evidence>\n{render_results(fresh, excerpt=GENERATE_EXCERPT)}\n</evidence>\n"
-    reasons = guard_reasons(assessment)
-    nodes, results, writers = checked_steps(state, pm, context.available_capabilities)
+    reasons = guard_reasons(assessment.summary if assessment is not None and assessment.status != "done" else "")
+    nodes, results = checked_steps(state, pm)
     # checked here too: a "continue" over a report missing lines is no check's override, yet it is why
-    dropped = unrelayed_lines(goal, state.current_decision, nodes, results, writers) if results else None
+    caps = {c.name: c for c in context.available_capabilities} or None
+    dropped = dropped_lines(_deliverable_of(state, pm), nodes, results, caps) if results else None
     if dropped is not None and dropped.why() not in reasons:
         reasons.append(dropped.why())
     if reasons:
@@ -467,6 +481,19 @@ def continuation_prompt(goal: str, prior_goals: Sequence[str], settings: Planner
         "continuation_human",
         {"goal": escape_data(goal), "prior_goals": escape_data(prior)},
         trimmable={"prior_goals": "tail"},
+        budget_tokens=settings.prompt_budget_tokens,
+        profile=settings.prompt_profile,
+    )
+
+
+def deliverable_prompt(goal: str, settings: PlannerSettings) -> Prompt:
+    """The deliverable's declaration (``planner/contract/declare.py``): the goal alone."""
+    return build(
+        "deliverable",
+        "deliverable_system",
+        "deliverable_human",
+        {"goal": escape_data(goal)},
+        trimmable={},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
     )

@@ -1,0 +1,62 @@
+"""The goal's deliverable as a contract: how it is declared, what a plan must hold, what ``done`` needs.
+
+``declare`` reads a model's declaration; ``rules`` judges a plan against the deliverable;
+``checks`` judges a ``done``; ``evidence`` reads what the steps verifiably did, as data. None of
+them reads the goal's words: they hold the same for a goal in any language.
+"""
+
+from soothe_planner.planner.contract.checks import (
+    answer_text,
+    count_problems,
+    counts_found,
+    fold,
+    lines_left_out,
+    unmet,
+)
+from soothe_planner.planner.contract.declare import mentions, needs_declaration, to_deliverable
+from soothe_planner.planner.contract.evidence import (
+    Write,
+    counted,
+    delivered_text,
+    found_lines,
+    is_model_step,
+    path_key,
+    read_back,
+    write_target,
+    writes_of,
+)
+from soothe_planner.planner.contract.rules import (
+    finished_writes,
+    order_writes,
+    owed_files,
+    owed_writes,
+    writer_names,
+    writes_outside,
+)
+
+__all__ = [
+    "Write",
+    "answer_text",
+    "count_problems",
+    "counted",
+    "counts_found",
+    "delivered_text",
+    "finished_writes",
+    "fold",
+    "found_lines",
+    "is_model_step",
+    "lines_left_out",
+    "mentions",
+    "needs_declaration",
+    "order_writes",
+    "owed_files",
+    "owed_writes",
+    "path_key",
+    "read_back",
+    "to_deliverable",
+    "unmet",
+    "write_target",
+    "writer_names",
+    "writes_of",
+    "writes_outside",
+]

@@ -1,0 +1,220 @@
+"""May the run say ``done``? What the deliverable requires, checked against what verifiably happened.
+
+Each check reads the goal's deliverable (``soothe_planner.deliverable``), the steps' recorded
+results as data (``evidence``) and the workspace as it is now. A failed check is a reason: the
+assessment's ``done`` becomes ``replan`` and the reason is shown to the next plan, never a silent
+pass. They hold for every model (the small-model rules add more, ``planner/small_model/``):
+
+- **A file** the deliverable names is done only when a completed step of a writing tool wrote it,
+  the file is on disk, not blank, still holds what that write wrote (a later write or another
+  process did not change it), and the write carried what the steps it depends on returned: a write
+  that depends on a step but whose text refers to none of the plan's outputs wrote words of the
+  plan's own, not the data it waited for.
+- **A count** is done only when the answer states a number that a counting tool counted (its
+  result's ``count``; a count stopped at a cap grounds nothing). What the tool counted is in its
+  result (``counted``), shown to the assessment beside the number, so the model judges whether it
+  counted what the goal asks.
+- **Every match** (``every_match``): the delivery carries each line the run's searches found.
+- **What it must hold** (``holds``, from a caller): each string is in the delivered text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from soothe_planner.dag import REFERENCE_RE, parse_token
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract.evidence import (
+    counted,
+    delivered_text,
+    found_lines,
+    is_model_step,
+    read_back,
+    writes_of,
+)
+
+__all__ = ["answer_text", "count_problems", "counts_found", "fold", "lines_left_out", "unmet"]
+
+Step = PlanStep | StepAction
+_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
+_SPACE = re.compile(r"\s+")
+_LEAD = re.compile(r"^[\W_]+")
+_MATCH_LINE = re.compile(r"^(?P<where>[^\s:][^:\n]*:\d+): (?P<text>.*)$")
+
+
+def fold(text: str) -> str:
+    """Text as the checks compare it: case and runs of white space aside."""
+    return _SPACE.sub(" ", text).strip().casefold()
+
+
+def answer_text(decision: AgentDecision | None, results: Sequence[StepResult]) -> str:
+    """What the last decision answered: its final model steps' outputs, else its final steps' outputs."""
+    if decision is None or not decision.steps:
+        return ""
+    needed = {d for s in decision.steps for d in s.depends_on}
+    finals = [s for s in decision.steps if s.id not in needed]
+    ok = {r.step_id: r.output for r in results if r.success}
+    answers = [ok[s.id] for s in finals if is_model_step(s) and s.id in ok]
+    if answers:
+        return "\n".join(answers)
+    return "\n".join(ok[s.id] for s in finals if s.id in ok)
+
+
+def counts_found(
+    nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None
+) -> list[tuple[str, int, str]]:
+    """``(step id, count, what it counted)`` for each count a counting tool made in the run."""
+    tools = {n.id: n.tool for n in nodes}
+    out = []
+    for r in results:
+        cap = (capabilities or {}).get(tools.get(r.step_id) or "")
+        n = counted(r, cap)
+        if n is not None:
+            out.append((r.step_id, n, str(r.outcome.get("counted") or "")))
+    return out
+
+
+def count_problems(
+    answer: str, nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None
+) -> list[str]:
+    """Why a count's answer is not grounded by a counting tool ([] when it is)."""
+    counts = counts_found(nodes, results, capabilities)
+    stated = {int(m.group(0)) for m in _NUMBER.finditer(answer)}
+    if any(n in stated for _, n, _ in counts):
+        return []
+    if not counts:
+        return ["the goal's deliverable is a count, and no counting tool counted anything (a number a model "
+                "wrote is not a count): count with a tool that counts"]
+    seen = "; ".join(f"{sid} counted {n}" + (f" ({what})" if what else "") for sid, n, what in counts[-3:])
+    return [f"the goal's deliverable is a count, and the answer states none of the numbers the counting tools "
+            f"returned ({seen})"]
+
+
+def _references(text: str, known: Mapping[str, Step]) -> set[str]:
+    """The step ids ``text`` refers to (``{{s1.output}}``)."""
+    return {parse_token(m.group(1), known)[0] for m in REFERENCE_RE.finditer(text)}
+
+
+def lines_left_out(delivered: str, nodes: Sequence[Step], results: Sequence[StepResult]) -> tuple[int, list[str], list[str]]:
+    """``(distinct lines the run's searches found, those ``delivered`` leaves out, the searches that found those)``.
+
+    A line counts as delivered when its text after the searched pattern (or, failing that, the line
+    without its leading marks) is in the delivered text, case and spacing aside: a reformatted list
+    passes, a dropped or reworded line does not."""
+    haystack = fold(delivered)
+    by_id = {n.id: n for n in nodes}
+    seen: set[str] = set()
+    missing: list[str] = []
+    holders: dict[str, None] = {}
+    for r in results:
+        lines = found_lines(r)
+        if not lines:
+            continue
+        step = by_id.get(r.step_id)
+        args = step.args if step is not None else {}
+        pattern = "" if args.get("regex") else str(r.outcome.get("pattern") or args.get("pattern") or "")
+        for line in lines:
+            m = _MATCH_LINE.match(line)
+            text = m.group("text") if m else line
+            if fold(line) in seen:
+                continue
+            seen.add(fold(line))
+            if _core(text, pattern) not in haystack:
+                missing.append(line.strip())
+                holders[r.step_id] = None
+    return len(seen), missing, list(holders)
+
+
+def _core(text: str, pattern: str) -> str:
+    folded = fold(text)
+    at = folded.find(fold(pattern)) if pattern.strip() else -1
+    if at >= 0:
+        rest = _LEAD.sub("", folded[at + len(fold(pattern)):])
+        if rest:
+            return rest
+    return _LEAD.sub("", folded) or folded
+
+
+def _shown(missing: list[str]) -> str:
+    return "; ".join(repr(m) for m in missing[:3]) + (" ..." if len(missing) > 3 else "")
+
+
+def unmet(
+    deliverable: Deliverable | None,
+    decision: AgentDecision | None,
+    nodes: Sequence[Step],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    workspace: str | None,
+) -> list[str]:
+    """Why the deliverable is not yet delivered ([] when every check passes, or there is no deliverable)."""
+    if deliverable is None:
+        return []
+    completed = {r.step_id: r for r in results if r.success}
+    by_id: dict[str, Step] = {n.id: n for n in nodes}
+    if decision is not None:
+        by_id.update((s.id, s) for s in decision.steps if s.id not in by_id)
+    problems: list[str] = []
+    delivered: list[str] = []
+    if deliverable.kind == "file":
+        writes = writes_of(list(by_id.values()), results, capabilities)
+        for name in deliverable.files:
+            mine = [w for w in writes if w.path == name]
+            if not mine:
+                problems.append(f"the goal's deliverable is the file {name}, and no completed step wrote it")
+                continue
+            last = mine[-1]
+            step = by_id[last.step_id]
+            on_disk = read_back(workspace, name) if workspace else None
+            wrote = delivered_text(step, completed)
+            if workspace and on_disk is None:
+                problems.append(f"{last.step_id} wrote {name}, but there is no such file in the workspace")
+                continue
+            text = on_disk if on_disk is not None else (wrote or "")
+            if not text.strip() or last.result.outcome.get("blank") is True:
+                problems.append(f"{name} holds nothing but white space ({last.step_id} wrote blank text)")
+                continue
+            if on_disk is not None and wrote is not None and fold(_content_of(step, completed, capabilities) or wrote) \
+                    not in fold(on_disk):
+                problems.append(f"{name} no longer holds what {last.step_id} wrote: something changed it afterwards")
+                continue
+            used = _references(" ".join(str(v) for v in step.args.values()), by_id)
+            waited = [d for d in step.depends_on if d in completed and completed[d].output.strip()]
+            if waited and not used & set(waited):
+                problems.append(f"{last.step_id} wrote {name} with text of the plan's own: it waits for "
+                                f"{', '.join(waited)} but writes none of their outputs (refer to them: content=..."
+                                f"{{{{{waited[-1]}.output}}}})")
+                continue
+            delivered.append(text)
+    else:
+        answer = answer_text(decision, results)
+        if not answer.strip():
+            problems.append(f"the goal's deliverable is {deliverable.describe()}, and the last plan gave no answer")
+        else:
+            delivered.append(answer)
+            if deliverable.kind == "count":
+                problems += count_problems(answer, list(by_id.values()), results, capabilities)
+    if problems or not delivered:
+        return problems
+    whole = "\n".join(delivered)
+    for h in deliverable.holds:
+        if fold(h) not in fold(whole):
+            problems.append(f"the delivered text does not hold {h!r}, which the goal's deliverable requires")
+    if deliverable.every_match:
+        found, missing, holders = lines_left_out(whole, list(by_id.values()), results)
+        if missing:
+            problems.append(f"the deliverable must carry every line the searches found, and it carries {found - len(missing)} "
+                            f"of {found} (left out: {_shown(missing)}); {' and '.join(holders)}'s output holds them")
+    return problems
+
+
+def _content_of(step: Step, completed: Mapping[str, StepResult], capabilities: Mapping[str, Capability] | None) -> str | None:
+    """The text a write step wrote: the argument that is not its path, references resolved."""
+    cap = (capabilities or {}).get(step.tool or "")
+    if cap is None or not cap.writes_path_arg:
+        return None
+    rest = {k: v for k, v in step.args.items() if k != cap.writes_path_arg}
+    other = step.model_copy(update={"args": rest})
+    return delivered_text(other, completed)

@@ -1,0 +1,92 @@
+"""How does a model declare a goal's deliverable, and what of its declaration is kept?
+
+One small call (the ``deliverable`` phase) with a four-field schema (``wire.DeclareDeliverable``:
+kind, files, every_match, count_of), asked once per goal before its first plan when the caller
+gave no deliverable and some offered tool writes a file or counts (``needs_declaration``: without
+one, no check could use the answer, and the call is not paid for). The prompt is the goal alone,
+in whatever language it is written; the model's grammar-held answer is read here:
+
+- A declared file must appear in the goal's text: a model may not invent a file to write. Where
+  the goal writes it with a folder the model left off ("notes/x.md" declared as "x.md"), the goal's
+  spelling is taken; trailing sentence punctuation is dropped.
+- A ``file`` declaration left with no file the goal names becomes an ``answer`` (with a warning):
+  the run may then write nothing, which errs on the side a user can see.
+- ``count_of`` is kept for a count only; ``every_match`` for an answer or a file.
+"""
+
+from __future__ import annotations
+
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.models import Capability
+from soothe_planner.wire import DeclareDeliverable
+
+__all__ = ["mentions", "needs_declaration", "to_deliverable"]
+
+
+
+def _path_char(ch: str) -> bool:
+    return ch.isalnum() or ch in "_-./\\"
+
+
+def needs_declaration(capabilities: list[Capability]) -> bool:
+    """Whether a deliverable could be checked at all: some tool writes files or counts."""
+    return any(c.kind == "tool" and (c.writes_path_arg or c.counts) for c in capabilities)
+
+
+def _as_written(goal: str, name: str) -> str | None:
+    """``name`` as ``goal`` writes it (extended over the path around it), or None when absent.
+
+    The name is looked up in the goal as a whole token (no letter, digit, ``_`` or ``-`` on either
+    side; a ``/`` before it extends it over its folders); no pattern is matched on the goal."""
+    key = name.strip().strip("`'\"").replace("\\", "/").removeprefix("./")
+    if not key:
+        return None
+    folded, target = goal.casefold(), key.casefold()
+    start = folded.find(target)
+    while start >= 0:
+        end = start + len(target)
+        before = goal[start - 1] if start else " "
+        after = goal[end] if end < len(goal) else " "
+        if (before == "/" or not _path_char(before)) and (after == "." or not (after.isalnum() or after in "_-")):
+            left = start
+            while left > 0 and _path_char(goal[left - 1]):
+                left -= 1
+            token = goal[left:end]
+            while token.startswith(("./", ".\\")):
+                token = token[2:]
+            return token.rstrip(".")
+        start = folded.find(target, start + 1)
+    return None
+
+
+def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, list[str]]:
+    """``(the deliverable, warnings)`` from a model's declaration (see the module docstring)."""
+    warnings: list[str] = []
+    files: list[str] = []
+    for name in wire.files:
+        written = _as_written(goal, str(name))
+        if written is None:
+            warnings.append(f"deliverable: the model declared the file {name!r}, which the goal does not name; dropped")
+            continue
+        try:
+            files.append(Deliverable(kind="file", files=[written]).files[0])
+        except ValueError as exc:
+            warnings.append(f"deliverable: {exc}; dropped")
+    kind = wire.kind
+    if kind == "file" and not files:
+        warnings.append("deliverable: a file was declared but the goal names none of the files given; taken as an answer")
+        kind = "answer"
+    if kind != "file":
+        files = []
+    return Deliverable(
+        kind=kind,
+        files=files,
+        count_of=str(wire.count_of).strip() if kind == "count" else "",
+        every_match=bool(wire.every_match) and kind != "count",
+        declared_by="model",
+    ), warnings
+
+
+def mentions(goal: str, path: str) -> bool:
+    """Whether ``goal`` writes the workspace path ``path`` out whole (``_as_written``'s token rule)."""
+    return _as_written(goal, path) == path

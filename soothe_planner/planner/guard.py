@@ -1,0 +1,91 @@
+"""What the checks make of an assessment: may a ``done`` stand, and is a ``continue`` really one?
+
+One place where an assessment meets the checks, so the planner core reads as a general planner:
+
+- Every model: a ``done`` whose deliverable is not delivered (``contract.unmet``: no file, a blank
+  or changed file, a count no tool counted, a line the searches found left out) becomes ``replan``,
+  the reasons written at the front of its summary (``guard_note``) where the next plan reads them.
+- With the small-model rules (``small_model/``): a ``done`` over a fact no tool returned
+  (``require_grounded_answer``), or over a file the goal names that no step looked in, becomes
+  ``replan`` too; and a ``continue`` over a finished plan whose deliverable is delivered, and whose
+  answer every tool output vouches for (or whose file carries every line the searches found),
+  becomes ``done``. A count is never promoted: what a tool counted may not be what the goal asks,
+  and only the assessing model, shown what was counted, can say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.models import (
+    AgentDecision,
+    Capability,
+    PlanStep,
+    StatusAssessment,
+    StepAction,
+    StepResult,
+)
+from soothe_planner.planner.contract import lines_left_out, read_back, unmet
+from soothe_planner.planner.small_model.grounding import (
+    grounded_answer,
+    guard_note,
+    ungrounded_facts,
+    unread_files,
+)
+
+__all__ = ["guard_assessment"]
+
+
+def guard_assessment(
+    goal: str,
+    a: StatusAssessment,
+    deliverable: Deliverable | None,
+    decision: AgentDecision | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    workspace: str | None,
+    *,
+    plan_finished: bool,
+    small_model: bool,
+    grounded: bool,
+) -> tuple[StatusAssessment, str]:
+    """``(the assessment as the checks leave it, why it changed or "")`` (see the module docstring)."""
+    reasons = unmet(deliverable, decision, nodes, results, capabilities, workspace)
+    if small_model:
+        unread = unread_files(goal, nodes, results, capabilities, workspace, deliverable)
+        if unread:
+            reasons.append(f"the goal names {', '.join(unread)}, and no completed step looked in it")
+    if a.status == "done":
+        if not reasons and grounded:
+            step_id, missing = ungrounded_facts(goal, decision, nodes, results)
+            if missing:
+                reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, "
+                               "found in no tool output")
+        if not reasons:
+            return a, ""
+        why = "; ".join(reasons)
+        update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5), "summary": guard_note(why, a.summary)}
+        return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
+    if a.status != "continue" or not plan_finished or reasons or not small_model or deliverable is None \
+            or deliverable.kind == "count":
+        return a, ""
+    why = ""
+    if deliverable.kind == "file" and deliverable.every_match:
+        found, missing, _ = lines_left_out(_file_text(deliverable, workspace), nodes, results)
+        if found and not missing:
+            why = f"the plan ran to its end and {', '.join(deliverable.files)} holds every one of the {found} lines found"
+    if not why and grounded:
+        step_id, facts = grounded_answer(goal, decision, nodes, results)
+        if step_id:
+            why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
+                   "each from a tool output")
+    if not why:
+        return a, ""
+    update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
+    return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
+
+
+def _file_text(deliverable: Deliverable, workspace: str | None) -> str:
+    return "\n".join(read_back(workspace, f) or "" for f in deliverable.files)

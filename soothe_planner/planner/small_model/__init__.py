@@ -1,0 +1,41 @@
+"""What the planner does only because a model is small, kept in one place and switched as one.
+
+A small local model (the embedded 1.5B) breaks rules a provider model keeps: it plans a search and
+stops, re-plans the very steps that just ran, answers from data that does not hold the answer,
+states a number no tool returned and calls the goal done. The policies here catch those habits:
+
+- ``plan_rules``: a plan that ends in reading, a write a re-plan meant as an answer, a re-asked
+  missing answer with no new data, a plan of finished work (greedy decoding repeats itself), and a
+  plan that leaves the deliverable's file unwritten (a general planner may write it later; a small
+  model that is not held to it never does).
+- ``grounding``: a ``done`` whose answer states facts no tool returned becomes ``replan``; a goal
+  that names a workspace file is not done until a step looked in it; a ``continue`` over a
+  finished plan whose answer every tool output vouches for becomes ``done``; when every plan the
+  model writes is refused, the write that carries every line the searches found is planned for it.
+- Elsewhere, switched by the same flag: the plan grammar's owed write (``planner/plan_syntax``),
+  the model step's ``MISSING:`` reply (``execution``), the built-ins' nearest lines and the
+  search that passes over the run's own files (``tools``, through the config).
+
+The switch is ``PlannerSettings.small_model_rules``: ``None`` takes the model's declaration
+(``metadata["soothe_small_model_rules"]``, which the embedded model sets), so a provider model gets
+none of this unless configured. No model name is looked at.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from soothe_planner.models import PlannerSettings
+
+__all__ = ["SMALL_MODEL_KEY", "small_model_rules_on"]
+
+SMALL_MODEL_KEY = "soothe_small_model_rules"
+"""The key under which a chat model's ``metadata`` asks for the small-model rules."""
+
+
+def small_model_rules_on(settings: PlannerSettings, model: object) -> bool:
+    """``settings.small_model_rules`` when set, else what ``model`` declares (off when it declares nothing)."""
+    if settings.small_model_rules is not None:
+        return settings.small_model_rules
+    metadata = getattr(model, "metadata", None)
+    return isinstance(metadata, Mapping) and metadata.get(SMALL_MODEL_KEY) is True

@@ -1,0 +1,288 @@
+"""Is a small model's "done" backed by what the tools returned, or only by what it wrote?
+
+A small model asked "is the goal done?" after its plan ran says yes to nearly anything, including
+an answer step that guessed a value. Nothing cheap can check that an answer is right; something
+cheap can check that the facts it states came from somewhere. The answer of a plan is the output
+of its final model step (or the text a final write was fed); its *checkable facts* are the tokens
+a model cannot paraphrase — numbers, file paths, e-mail addresses, URLs, handles. Each must
+appear, as a whole token, in the output of a tool step the answer depends on (directly or not) or
+in the goal itself. A fact that appears in none was made up or computed by the model, and a
+"done" resting on it is turned into "replan" with the facts named (``require_grounded_answer``,
+on with the small-model rules). A goal the workspace cannot satisfy is then answered "not found"
+or fails; it does not end ``done`` with an invented value.
+
+Two more checks on a small model's "done": a goal that names a file of the workspace (its path,
+found by looking the workspace's own file names up in the goal, in any language) is not done
+until a step looked in it (``unread_files``); and a ``continue`` over a finished plan is read as
+the ``done`` it is when the contract's checks pass and the answer's facts all come from tool
+outputs, or the deliverable's file carries every line the searches found (``promote``).
+
+Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
+judge model is what the small-model setting does not have. The rule refuses some right answers —
+a sum is computed, never copied — which is the side it should err on: a refused right answer is
+a failure the user sees, a wrong answer called done is a false success they do not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from soothe_planner.dag import ancestors, latest_results
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.models import AgentDecision, Capability, LoopState, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract import (
+    delivered_text,
+    is_model_step,
+    lines_left_out,
+    mentions,
+    path_key,
+    write_target,
+    writes_of,
+)
+from soothe_planner.tools import workspace_files
+
+if TYPE_CHECKING:
+    from soothe_planner.dag import PlanManager
+
+__all__ = ["Dropped", "answer_facts", "checked_steps", "dropped_lines", "grounded_answer", "guard_note",
+           "guard_reasons", "ungrounded_facts", "unread_files"]
+
+Step = PlanStep | StepAction
+_FACT = re.compile(
+    r"https?://[^\s\"'<>`)\]]+"  # a URL
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an e-mail address
+    r"|(?:[\w.-]+/)+[\w.-]+"  # a path with a folder
+    r"|\b[\w-]+\.(?:py|md|txt|toml|yaml|yml|json|csv|cfg|ini|js|ts|rs|go|java|c|h|sh|bib|sql|mod|env)\b"  # a file name
+    r"|(?<![\w&])#[\w][\w-]*"  # a channel or tag
+    r"|\b\d+(?:[.,]\d+)*\b"  # a number, a version
+)
+_ALL_FILES = 1_000_000
+
+
+def answer_facts(text: str) -> list[str]:
+    """The checkable facts ``text`` states, in order, each once (trailing punctuation dropped)."""
+    out: dict[str, None] = {}
+    for m in _FACT.finditer(text):
+        fact = m.group(0).rstrip(".,;:")
+        if fact:
+            out[fact] = None
+    return list(out)
+
+
+def _contains(haystack: str, fact: str) -> bool:
+    return re.search(rf"(?<![\w.]){re.escape(fact)}(?![\w])", haystack, re.IGNORECASE) is not None
+
+
+_GUARD_NOTE = "[guard: "
+
+
+def guard_note(why: str, summary: str) -> str:
+    """``summary`` with a check's reason for changing the assessment put in front (``guard_reasons`` reads it back)."""
+    return f"{_GUARD_NOTE}{why}] {summary}".strip()
+
+
+def guard_reasons(summary: str | None) -> list[str]:
+    """The ``[guard: why]`` notes at the front of an assessment's ``summary`` (``guard_note``)."""
+    text = (summary or "").strip()
+    reasons: list[str] = []
+    while text.startswith(_GUARD_NOTE):
+        end = _guard_end(text)
+        if end < 0:
+            break
+        reasons.append(text[len(_GUARD_NOTE):end].strip())
+        text = text[end + 1:].strip()
+    return reasons
+
+
+def _guard_end(text: str) -> int:
+    """The index of the ``]`` closing the note that opens ``text`` (brackets inside it balanced), or -1."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def unread_files(
+    goal: str, nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
+    workspace: str | None, deliverable: Deliverable | None,
+) -> list[str]:
+    """The files of ``workspace`` whose path the goal writes out, which no step that succeeded looked in.
+
+    A file is named when its workspace-relative path (with its folder, or a name with an
+    extension) appears in the goal as a whole token: the workspace's names are looked up in the
+    goal, not words of the goal in a list. The deliverable's files and those the run wrote are not
+    ones to read. "Looked in" is generous: a tool step whose ``path`` is the file or a folder above
+    it (no ``path``: the whole workspace); after a step of an agent with tools of its own, nothing is
+    checked. ``[]`` without a workspace to look in. A 1.5B answered "List the second-level headings
+    in README.md" from a listing of docs/ and said done.
+    """
+    if not workspace:
+        return []
+    try:
+        present = workspace_files(workspace, limit=_ALL_FILES)[0]
+    except Exception:  # no listing, no check: the guard lets the model's word stand
+        return []
+    outputs = set(deliverable.files if deliverable else ()) | {w.path for w in writes_of(nodes, results, capabilities)}
+    folded = goal.casefold()
+    named = [f for f in present if ("." in f.rsplit("/", 1)[-1] or "/" in f) and f not in outputs
+             and f.casefold() in folded and mentions(goal, f)]
+    if not named:
+        return []
+    ok = {r.step_id for r in results if r.success}
+    if any(s.id in ok and (s.subagent or s.tools) for s in nodes):
+        return []  # an agent that chose its own tools looked where it liked: nothing to check
+    looked = [path_key(str(s.args.get("path", "."))) for s in nodes
+              if s.tool and s.id in ok and not write_target(s, capabilities)]
+
+    def covers(where: str, name: str) -> bool:
+        folder = where.strip("/")
+        return folder in ("", ".") or where == name or name.startswith(folder + "/")
+    return [n for n in named if not any(covers(w, n) for w in looked)]
+
+
+class _Judged(NamedTuple):
+    step_id: str
+    facts: list[str]
+    missing: list[str]
+    read: list[str]  # the facts a tool output holds (not only the goal)
+
+
+def _judge(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+) -> _Judged | None:
+    if decision is None or not decision.steps:
+        return None
+    needed = {d for s in decision.steps for d in s.depends_on}
+    finals = [s for s in decision.steps if s.id not in needed]
+    by_id = {r.step_id: r for r in results}
+    # the answer is the final model step's output; a final write carries it in its content
+    answer_steps = [s for s in finals if is_model_step(s)]
+    if not answer_steps:
+        fed = {d for s in finals if s.tool for d in s.depends_on}
+        answer_steps = [s for s in decision.steps if s.id in fed and is_model_step(s)]
+    if len(answer_steps) != 1:
+        return None
+    step = answer_steps[0]
+    result = by_id.get(step.id)
+    if result is None or not result.success:
+        return None
+    # only what fed the answer is a source: a write that runs after it echoes the answer's own text
+    fed_by = ancestors({n.id: n.depends_on for n in nodes}, step.id)
+    tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
+    read = "\n".join(r.output for r in results if r.success and r.step_id in tool_ids)
+    facts = answer_facts(result.output)
+    in_read = {f for f in facts if _contains(read, f)}
+    missing = [f for f in facts if not (f in in_read or _contains(goal, f))]
+    return _Judged(step.id, facts, missing, [f for f in facts if f in in_read])
+
+
+def ungrounded_facts(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+) -> tuple[str, list[str]]:
+    """``(the answer step's id, its facts found in no tool output nor the goal)``; ``("", [])`` when
+    the last plan does not end in one model step that succeeded."""
+    judged = _judge(goal, decision, nodes, results)
+    return (judged.step_id, judged.missing) if judged else ("", [])
+
+
+def grounded_answer(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+) -> tuple[str, list[str]]:
+    """``(the answer step's id, its facts)`` when the last plan ran every step to success and its
+    answer states checkable facts, every one found in the tool outputs it read or the goal, and at
+    least one in a tool output; ``("", [])`` otherwise."""
+    judged = _judge(goal, decision, nodes, results)
+    if judged is None or judged.missing or not judged.read or decision is None:
+        return "", []
+    ok = {r.step_id for r in results if r.success}
+    if not all(s.id in ok for s in decision.steps):
+        return "", []
+    return judged.step_id, judged.facts
+
+
+def checked_steps(
+    state: LoopState, pm: PlanManager | None
+) -> tuple[Sequence[PlanStep | StepAction], list[StepResult]]:
+    """What the checks read of a run: ``(its steps, their latest results)``."""
+    results = pm.step_results() if pm is not None else latest_results(state.step_results)
+    nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
+    return nodes, list(results)
+
+
+class Dropped(NamedTuple):
+    """Lines the run's searches found that a write of the deliverable's file left out."""
+
+    delivered_by: str  # the write whose file was checked
+    found: int
+    missing: list[str]
+    holders: tuple[str, ...]  # the searches that found the lines left out
+    path: str
+    writer: str  # the writing tool
+    path_arg: str
+
+    def why(self) -> str:
+        kept = self.found - len(self.missing)
+        shown = "; ".join(repr(m) for m in self.missing[:3]) + (" ..." if len(self.missing) > 3 else "")
+        whole = " and ".join(f"{s}'s output" for s in self.holders)
+        return (f"the deliverable must carry every line the searches found, and {self.delivered_by} wrote {kept} of "
+                f"the {self.found} lines (left out: {shown}); {whole} itself holds them")
+
+    def remedy(self, *, calls: bool) -> str:
+        """The step that writes every line as found, in the plan's syntax.
+
+        A 1.5B model told only that a search's output "holds every line" planned the same lossy
+        answer step again or wrote a listing; shown this step, it wrote the search's output.
+        """
+        if calls:
+            holders = self.holders
+            content = holders[0] if len(holders) == 1 else 'f"' + "\\n".join("{" + h + "}" for h in holders) + '"'
+            return f"{self.writer}({self.path_arg}={json.dumps(self.path)}, content={content})"
+        return json.dumps({"tool": self.writer, "args": self._args()})
+
+    def remedy_step(self, taken: Collection[str]) -> StepAction:
+        """``remedy``'s write as a typed step under an id not in ``taken``."""
+        n = 1
+        while f"s{n}" in taken:
+            n += 1
+        args = self._args()
+        return StepAction(id=f"s{n}", description=f"{self.writer} {json.dumps(args, ensure_ascii=False)}",
+                          tool=self.writer, args=args, depends_on=list(self.holders))
+
+    def _args(self) -> dict[str, str]:
+        return {self.path_arg: self.path, "content": "\n".join("{{" + h + ".output}}" for h in self.holders)}
+
+
+def dropped_lines(
+    deliverable: Deliverable | None, nodes: Sequence[Step], results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+) -> Dropped | None:
+    """For a deliverable that must carry every match: the lines the last write of one of its files
+    left out of what it wrote, with the searches that found them (None when nothing is left out,
+    or nothing is checkable). The remedy writes with the builtin ``content`` argument, so only a
+    writing tool that takes one gets it."""
+    if deliverable is None or deliverable.kind != "file" or not deliverable.every_match:
+        return None
+    completed = {r.step_id: r for r in results if r.success}
+    by_id = {n.id: n for n in nodes}
+    for name in deliverable.files:
+        mine = [w for w in writes_of(nodes, results, capabilities) if w.path == name]
+        if not mine:
+            continue
+        step = by_id[mine[-1].step_id]
+        cap = (capabilities or {}).get(step.tool or "")
+        if cap is None or cap.writes_path_arg is None:
+            continue
+        text = delivered_text(step, completed) or ""
+        found, missing, holders = lines_left_out(text, nodes, results)
+        schema = (cap.args_schema or {}).get("properties") or {}
+        if missing and "content" in schema:
+            return Dropped(step.id, found, missing, tuple(holders), name, cap.name, cap.writes_path_arg)
+    return None
