@@ -124,6 +124,10 @@ def _plan(compact: bool, report: str) -> dict[str, Any]:
 def _structured_answer(name: str, schema: dict[str, Any], messages: list[dict[str, Any]]) -> dict[str, Any]:
     if name == "RouteIntake":
         return {"route": "complex", "answer": ""}
+    if name == "DeclareDeliverable":
+        named = report_named(messages)
+        return {"kind": "file", "files": [named[1] if named else "TODO_SUMMARY.md"], "every_match": False,
+                "count_of": ""}
     if name == "AssessStatus":
         return {"status": "done", "goal_progress": 1.0, "confidence": 0.9,
                 "summary": "The summary was written to the report file."}
@@ -216,7 +220,12 @@ async def _run(variant: int, model: str, profile: str, method: str, syntax: str)
             graph = resolved.graph(checkpointer=persistence.checkpointer, store=persistence.store)
             thread = f"bench-local-{variant}"
             options: Any = run_config(thread, config.planner.max_iterations)  # a RunnableConfig
-            values = await graph.ainvoke(goal_input(goal_for(variant), thread_id=thread), options)
+            # the goal's file is given as its deliverable, as a caller who knows it would: the scenario
+            # times the plan, step and assessment calls, not the declaration (one more short call)
+            named = report_named([{"role": "user", "content": goal_for(variant)}])
+            deliverable = f"file:{named[1]}" if named else None
+            values = await graph.ainvoke(goal_input(goal_for(variant), thread_id=thread, deliverable=deliverable),
+                                         options)
         if values.get("status") != "done":
             raise RuntimeError(f"the recorded run ended {values.get('status')!r}: {values.get('error')}")
         return seen

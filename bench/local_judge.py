@@ -62,6 +62,7 @@ def _step_cap(body: dict[str, Any]) -> int:
 
 
 def _plan_problem(body: dict[str, Any], text: str) -> str:
+    from soothe_planner.deliverable import Deliverable
     from soothe_planner.errors import PlannerError
     from soothe_planner.models import PlanContext
     from soothe_planner.planner.generation import calls_reader, decision_validator, readers
@@ -77,8 +78,9 @@ def _plan_problem(body: dict[str, Any], text: str) -> str:
         generated = parse(text)
     except (PlannerError, ValueError) as exc:
         return f"the planner cannot read it: {exc}"[:300]
-    validate = decision_validator(goal, context, None, compact=True, allow_keep=False, replace=False,
-                                  max_steps=max_steps)
+    deliverable = Deliverable(kind="file", files=[report])
+    validate = decision_validator(goal, context, None, deliverable, small_model=True, allow_keep=False,
+                                  replace=False, max_steps=max_steps)
     problems = validate(generated)
     if problems:
         return "the planner refuses it: " + "; ".join(problems)[:300]

@@ -13,6 +13,7 @@ from langchain_openai import ChatOpenAI
 from planner_support import COMPACT, state, tool_context
 from pydantic import SecretStr
 
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError, PlanParseError
 from soothe_planner.models import Capability, LoopState, PlanContext
 from soothe_planner.parsing import read_plan_calls
@@ -233,11 +234,13 @@ async def test_a_server_that_takes_a_grammar_gets_the_plans_grammar_in_the_reque
                        http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(handler)))
     ctx, _ = tool_context(tmp_path)
     planner = LLMPlanner(model, settings=COMPACT.model_copy(update={"prompt_profile": "auto"}))
-    gen = await planner.generate_from_assessment("write the TODO lines to TODO_REPORT.md", state(0), ctx, _continue())
+    gen = await planner.generate_from_assessment(
+        "write the TODO lines to TODO_REPORT.md",
+        state(0).model_copy(update={"deliverable": Deliverable(kind="file", files=["TODO_REPORT.md"])}), ctx, _continue())
     assert gen.decision is not None and len(gen.decision.steps) == 3
     body = seen[0]
     assert "tools" not in body and body["max_tokens"] == 512
-    # the goal names a file nothing has written: the plan's last line must call write_file
+    # the deliverable names a file nothing has written: the plan's last line must call write_file
     assert body["grammar"].startswith('root ::= "```python\\n" step{0,7} last "```"\nlast ::= sid " = " t-write-file-')
     assert '"write_file("' in body["grammar"]
 
@@ -266,36 +269,32 @@ def test_a_plan_grammar_can_require_its_last_line_to_call_one_tool() -> None:
         plan_grammar(tools, 4, ends_with="read_file")
 
 
-async def test_the_write_is_owed_only_while_the_goal_names_a_file_nothing_finished_has_written(tmp_path: Path) -> None:
+def test_the_write_is_owed_only_while_the_deliverable_names_a_file_nothing_finished_has_written(tmp_path: Path) -> None:
     from soothe_planner.dag import PlanManager
+    from soothe_planner.deliverable import Deliverable
     from soothe_planner.models import AgentDecision, StepAction, StepResult
     from soothe_planner.planner.small_model.plan_rules import write_owed
 
     ctx, _ = tool_context(tmp_path)
-    goal = "write the TODO lines to TODO_REPORT.md"
-    assert write_owed(goal, [], ctx.available_capabilities) == "write_file"
-    assert write_owed("Which lines mention TODO?", [], ctx.available_capabilities) is None
-    read_only = ctx.model_copy(update={"available_capabilities": [c for c in ctx.available_capabilities
-                                                                  if c.name != "write_file"]})
-    assert write_owed(goal, [], read_only.available_capabilities) is None
-    pm = PlanManager(goal)
+    caps = {c.name: c for c in ctx.available_capabilities}
+    report = Deliverable(kind="file", files=["TODO_REPORT.md"])
+    assert write_owed(report, [], caps) == "write_file"
+    assert write_owed(Deliverable(kind="answer"), [], caps) is None
+    assert write_owed(None, [], caps) is None  # nothing declared: nothing owed
+    assert write_owed(report, [], {n: c for n, c in caps.items() if n != "write_file"}) is None
+    pm = PlanManager("g")
     pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
                                               args={"path": "TODO_REPORT.md", "content": "x"})]), 0)
-    assert write_owed(goal, pm.nodes, ctx.available_capabilities) == "write_file"  # planned, not yet written
+    assert write_owed(report, pm.nodes, caps) == "write_file"  # planned, not yet written
     pm.mark_started("s1")
-    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes to TODO_REPORT.md:\nx")])
-    assert write_owed(goal, pm.nodes, ctx.available_capabilities) is None
+    pm.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes",
+                                        outcome={"path": "TODO_REPORT.md", "bytes": 1, "blank": False})])
+    assert write_owed(report, pm.nodes, caps) is None
     # a blank write made the file but not what was asked: the write is still owed
-    blank = PlanManager(goal)
+    blank = PlanManager("g")
     blank.ingest(AgentDecision(steps=[StepAction(id="s1", description="write", tool="write_file",
                                                  args={"path": "TODO_REPORT.md", "content": " "})]), 0)
     blank.mark_started("s1")
-    blank.record_step_outcomes([StepResult(step_id="s1", success=True,
-                                           output="wrote 1 bytes to TODO_REPORT.md (nothing but whitespace)")])
-    assert write_owed(goal, blank.nodes, ctx.available_capabilities) == "write_file"
-    # a file named with "in" is owed only where the workspace, looked in, says it is new
-    summary = "Summarise the TODO lines by file in TODO_SUMMARY.md"
-    assert write_owed(summary, [], ctx.available_capabilities) is None
-    assert write_owed(summary, [], ctx.available_capabilities, str(tmp_path)) == "write_file"
-    (tmp_path / "TODO_SUMMARY.md").write_text("kept from before\n")
-    assert write_owed(summary, [], ctx.available_capabilities, str(tmp_path)) is None
+    blank.record_step_outcomes([StepResult(step_id="s1", success=True, output="wrote 1 bytes",
+                                           outcome={"path": "TODO_REPORT.md", "bytes": 1, "blank": True})])
+    assert write_owed(report, blank.nodes, caps) == "write_file"

@@ -61,7 +61,7 @@ What was weighed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -70,8 +70,8 @@ from langgraph._internal._runnable import RunnableCallable
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
-from soothe_planner.deliverable import Deliverable, parse_deliverable
 from soothe_planner.concurrency import ConcurrencyPolicy, run_sync
+from soothe_planner.deliverable import Deliverable, parse_deliverable
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import FailurePolicy, PlanContext, clean_text
 from soothe_planner.protocols import LoopPlannerProtocol, protocol_mismatches

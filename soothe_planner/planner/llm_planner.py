@@ -376,7 +376,8 @@ class LLMPlanner(SyncPlannerMethods):
                 existing = [n.id for n in pm.nodes] if pm is not None else []
                 owed = write_owed(deliverable, pm.nodes if pm is not None else [],
                                   _by_name(context.available_capabilities)) if self.small_model else None
-                grammar = plan_grammar(grammar_tools(context.available_capabilities, COMPACT_MODEL_STEP), max_steps,
+                grammar = plan_grammar(grammar_tools(_writable(deliverable, context.available_capabilities),
+                                                     COMPACT_MODEL_STEP), max_steps,
                                        existing, ends_with=owed)
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
@@ -387,7 +388,8 @@ class LLMPlanner(SyncPlannerMethods):
                 return _writes_in_order(written.value, context)
             read, parse = readers(context, max_steps, pm)
             outcome = await self._caller.structured(
-                self.model, plan_schema(context, max_steps, allow_keep, compact=compact),
+                self.model, plan_schema(context.model_copy(update={"available_capabilities": _writable(
+                    deliverable, context.available_capabilities)}), max_steps, allow_keep, compact=compact),
                 prompt.messages(), phase=phase,
                 convert=read, parse_text=parse, validate=validate,
                 tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
@@ -613,6 +615,14 @@ def _deliverable(state: LoopState, pm: PlanManager | None) -> Deliverable | None
     if pm is not None and pm.deliverable is not None:
         return pm.deliverable
     return state.deliverable
+
+
+def _writable(deliverable: Deliverable | None, capabilities: list[Capability]) -> list[Capability]:
+    """The capabilities a plan's schema or grammar offers: without the tools that write files when
+    the deliverable is not a file (such a write would be refused; held out, it cannot be written)."""
+    if deliverable is None or deliverable.kind == "file":
+        return capabilities
+    return [c for c in capabilities if not c.writes_path_arg]
 
 
 def _by_name(capabilities: list[Capability]) -> dict[str, Capability] | None:

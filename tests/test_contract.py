@@ -1,0 +1,212 @@
+"""The goal's deliverable as a contract: declared, validated, and checked over the tools' data, in any language."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.tools import StructuredTool
+from planner_support import COMPACT
+
+from soothe_planner.deliverable import Deliverable, parse_deliverable
+from soothe_planner.execution import StepExecutor
+from soothe_planner.models import (
+    AgentDecision,
+    LoopState,
+    PlanContext,
+    PlanStep,
+    StatusAssessment,
+    StepAction,
+    StepResult,
+)
+from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner.contract import owed_writes, to_deliverable, unmet, writes_outside
+from soothe_planner.planner.guard import guard_assessment
+from soothe_planner.testing import ScriptedChatModel
+from soothe_planner.wire import DeclareDeliverable
+
+PACKAGE = Path(__file__).resolve().parents[1] / "soothe_planner"
+
+
+# ------------------------------------------------------------------ the deliverable itself
+
+
+@pytest.mark.parametrize(("path", "rule"), [
+    ("/etc/passwd", "absolute"), ("../out.md", "leaves the workspace"), ("", "empty"), ("notes/", "folder"),
+])
+def test_a_bad_file_is_refused_naming_the_value_and_the_rule(path: str, rule: str) -> None:
+    with pytest.raises(ValueError, match=rule):
+        Deliverable(kind="file", files=[path])
+
+
+def test_kind_and_files_must_agree_and_paths_are_normalised() -> None:
+    with pytest.raises(ValueError, match="at least one file"):
+        Deliverable(kind="file")
+    with pytest.raises(ValueError, match="names no files"):
+        Deliverable(kind="answer", files=["a.md"])
+    assert Deliverable(kind="file", files=["./notes\\a.md", "notes/a.md"]).files == ["notes/a.md"]
+    assert parse_deliverable("file:A.md,b/B.txt").files == ["A.md", "b/B.txt"]
+    assert parse_deliverable("count:rows").count_of == "rows"
+    with pytest.raises(ValueError, match="not one of"):
+        parse_deliverable("report")
+
+
+# ------------------------------------------------------------------ the model's declaration
+
+
+@pytest.mark.parametrize(("goal", "declared", "kind", "files"), [
+    ("Schreibe alle Zeilen mit TODO in BERICHT.md", ["BERICHT.md"], "file", ["BERICHT.md"]),
+    ("Copia las filas del ensayo T3 a notas/t3.md como tabla", ["t3.md"], "file", ["notas/t3.md"]),
+    ("Wie speichere ich die Ausgabe als JSON?", ["ausgabe.json"], "answer", []),  # a file the goal never names
+    ("¿Cuántos archivos .csv hay?", [], "count", []),
+])
+def test_a_declaration_keeps_only_files_the_goal_names_in_any_language(
+    goal: str, declared: list[str], kind: str, files: list[str]
+) -> None:
+    wire = DeclareDeliverable(kind="count" if kind == "count" else "file" if declared else "answer", files=declared,
+                              every_match=False, count_of="archivos .csv" if kind == "count" else "")
+    deliverable, _ = to_deliverable(wire, goal)
+    assert (deliverable.kind, deliverable.files, deliverable.declared_by) == (kind, files, "model")
+
+
+async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path: Path) -> None:
+    """A German goal: the declaration names the file; a plan without its write is re-asked, the mended one stands."""
+    from soothe_planner.tools import make_builtin_tools
+
+    (tmp_path / "a.py").write_text("# TODO: x\n")
+    executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()))
+    ctx = PlanContext(available_capabilities=executor.capabilities(), workspace=str(tmp_path))
+    declared = {"kind": "file", "files": ["BERICHT.md"], "every_match": True, "count_of": ""}
+    no_write = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
+                          {"id": "s2", "tool": "answer", "args": {"task": "liste sie"}, "depends_on": ["s1"]}]}
+    mended = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
+                        {"id": "s2", "tool": "write_file", "args": {"path": "BERICHT.md", "content": "{{s1.output}}"},
+                         "depends_on": ["s1"]}]}
+    model = ScriptedChatModel(responses=[declared, no_write, mended])
+    planner = LLMPlanner(model, settings=COMPACT.model_copy(update={"declare_deliverable": True}))
+    from soothe_planner.dag import PlanManager
+
+    pm = PlanManager("g", capabilities=ctx.available_capabilities)
+    goal = "Schreibe alle Zeilen mit TODO in BERICHT.md"
+    result = await planner.generate_from_assessment(goal, LoopState(goal=goal), ctx, StatusAssessment(status="continue"), pm)
+    assert result.deliverable is not None and result.deliverable.files == ["BERICHT.md"]
+    assert pm.deliverable == result.deliverable
+    assert result.decision is not None and result.decision.steps[-1].tool == "write_file"
+    assert "no step writes BERICHT.md" in model.calls[2].messages[-1].content  # the re-ask told it the rule
+    assert model.remaining == 0
+
+
+# ------------------------------------------------------------------ rules and checks, a user's own tools
+
+
+def _user_tools(folder: Path) -> list[Any]:
+    def save(target: str, body: str) -> str:
+        """Save text to a file."""
+        (folder / target).write_text(body)
+        return f"saved {target}"
+
+    def tally(word: str) -> dict[str, Any]:
+        """Count the lines of data.csv holding a word."""
+        lines = (folder / "data.csv").read_text().splitlines()
+        n = sum(word in line for line in lines)
+        return {"count": n, "counted": f"lines of data.csv holding {word!r}"}
+
+    return [StructuredTool.from_function(save, metadata={"writes_path_arg": "target"}),
+            StructuredTool.from_function(tally, metadata={"counts": True, "read_only": True})]
+
+
+def _caps(folder: Path) -> dict[str, Any]:
+    return {c.name: c for c in StepExecutor(tools=_user_tools(folder)).capabilities()}
+
+
+def _ran(step: StepAction, output: str, outcome: dict[str, Any] | None = None) -> tuple[PlanStep, StepResult]:
+    result = StepResult(step_id=step.id, success=True, output=output, outcome=outcome or {})
+    node = PlanStep(id=step.id, description=step.description, tool=step.tool, args=step.args, depends_on=step.depends_on,
+                    status="completed", result=result)
+    return node, result
+
+
+def test_a_user_tool_declares_what_it_writes_and_the_rules_read_it(tmp_path: Path) -> None:
+    caps = _caps(tmp_path)
+    assert caps["save"].writes_path_arg == "target" and caps["tally"].counts
+    report = Deliverable(kind="file", files=["RAPPORT.md"])
+    stray = AgentDecision(steps=[StepAction(id="s1", description="save", tool="save", args={"target": "x.md", "body": "b"})])
+    assert "writes 'x.md'" in writes_outside(report, stray, caps)[0]
+    assert writes_outside(Deliverable(kind="answer"), stray, caps)[0].endswith("write no file")
+    assert "save(target=\"RAPPORT.md\"" in owed_writes(report, stray, [], caps)[0]
+
+
+def test_a_file_is_done_only_when_it_is_on_disk_as_written_and_carries_what_it_waited_for(tmp_path: Path) -> None:
+    caps = _caps(tmp_path)
+    report = Deliverable(kind="file", files=["RAPPORT.md"], holds=["alpha"])
+    src = StepAction(id="s1", description="read", tool="tally", args={"word": "a"})
+    write = StepAction(id="s2", description="save", tool="save", args={"target": "RAPPORT.md", "body": "{{s1.output}}"},
+                       depends_on=["s1"])
+    n1, r1 = _ran(src, "alpha beta")
+    n2, r2 = _ran(write, "saved RAPPORT.md")
+    decision = AgentDecision(steps=[src, write])
+    assert "no such file" in unmet(report, decision, [n1, n2], [r1, r2], caps, str(tmp_path))[0]
+    (tmp_path / "RAPPORT.md").write_text("alpha beta")
+    assert unmet(report, decision, [n1, n2], [r1, r2], caps, str(tmp_path)) == []
+    (tmp_path / "RAPPORT.md").write_text("something else")
+    assert "no longer holds" in unmet(report, decision, [n1, n2], [r1, r2], caps, str(tmp_path))[0]
+    literal = write.model_copy(update={"args": {"target": "RAPPORT.md", "body": "alpha, as found"}})
+    n3, r3 = _ran(literal, "saved RAPPORT.md")
+    (tmp_path / "RAPPORT.md").write_text("alpha, as found")
+    assert "text of the plan's own" in unmet(report, AgentDecision(steps=[src, literal]), [n1, n3], [r1, r3], caps,
+                                             str(tmp_path))[0]
+
+
+def test_a_count_is_done_only_on_a_number_a_counting_tool_counted(tmp_path: Path) -> None:
+    caps = _caps(tmp_path)
+    count = Deliverable(kind="count", count_of="Zeilen mit coir")
+    tally = StepAction(id="s1", description="tally", tool="tally", args={"word": "coir"})
+    answer = StepAction(id="s2", description="sag die Zahl", depends_on=["s1"])
+    n1, r1 = _ran(tally, '{"count": 3}', {"count": 3, "counted": "lines holding 'coir'"})
+    decision = AgentDecision(steps=[tally, answer])
+    n2, r2 = _ran(answer, "Es sind 3 Zeilen.")
+    assert unmet(count, decision, [n1, n2], [r1, r2], caps, None) == []
+    n2, r2 = _ran(answer, "Es sind 4 Zeilen.")
+    problem = unmet(count, decision, [n1, n2], [r1, r2], caps, None)[0]
+    assert "s1 counted 3 (lines holding 'coir')" in problem
+    capped = r1.model_copy(update={"outcome": {"count": 3, "complete": False}})
+    n2, r2 = _ran(answer, "Es sind 3 Zeilen.")
+    assert "no counting tool counted" in unmet(count, decision, [n1, n2], [capped, r2], caps, None)[0]
+
+
+def test_a_done_without_the_deliverable_becomes_replan_for_every_model(tmp_path: Path) -> None:
+    caps = _caps(tmp_path)
+    done = StatusAssessment(status="done", goal_progress=1.0, summary="fertig")
+    answer = StepAction(id="s1", description="antworte")
+    n1, r1 = _ran(answer, "Der Bericht ist fertig.")
+    out, why = guard_assessment("Erstelle RAPPORT.md", done, Deliverable(kind="file", files=["RAPPORT.md"]),
+                                AgentDecision(steps=[answer]), [n1], [r1], caps, str(tmp_path), plan_finished=True,
+                                small_model=False, grounded=False)
+    assert out.status == "replan" and "no completed step wrote it" in why
+
+
+# ------------------------------------------------------------------ no rule reads the goal's words
+
+
+def test_no_pattern_or_word_list_is_applied_to_the_goals_text() -> None:
+    """Outside the prompt templates, no regex call or ``in``-test against a word list takes the goal as its subject."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name not in {"search", "match", "fullmatch", "findall", "finditer", "sub"}:
+                continue
+            args = [a for a in node.args if isinstance(a, ast.Name)]
+            if any(a.id == "goal" for a in args) or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                                                     and func.value.id == "goal"):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert offenders == []
+    source = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
+    for gone in ("_WRITE_VERB", "_COUNT_TASK", "_QUALIFIED", "_EVERY_LINE_GOAL", "echoed_goal", "files_to_write"):
+        assert gone not in source, gone
