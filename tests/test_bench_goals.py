@@ -469,7 +469,7 @@ def test_the_suite_of_files_named_with_in_parses_and_its_writing_goals_name_thei
     """Its writing goals name the files they write (a declaration of them is kept), its reading goals none."""
     from soothe_planner.planner.contract import mentions
 
-    suite = load_suite(Path(goals_bench.__file__).parent / "suites" / "named-with-in")
+    suite = load_suite(Path(__file__).parent / "data" / "goal_suites" / "named-with-in")
     written = {p for g in suite.goals for p in g.allowed_paths}
     assert written == {"TODO_SUMMARY.md", "DOCS_LIST.md"}
     for g in suite.goals:
