@@ -210,3 +210,41 @@ def test_no_pattern_or_word_list_is_applied_to_the_goals_text() -> None:
     source = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
     for gone in ("_WRITE_VERB", "_COUNT_TASK", "_QUALIFIED", "_EVERY_LINE_GOAL", "echoed_goal", "files_to_write"):
         assert gone not in source, gone
+
+
+# ------------------------------------------------------------------ small-model rules seen on the new suites
+
+
+def _done(step: StepAction, ok: bool = True, error: str = "") -> PlanStep:
+    result = StepResult(step_id=step.id, success=ok, output="out" if ok else "", error=error or None,
+                        error_type=None if ok else "tool_error")
+    return PlanStep(id=step.id, description=step.description, tool=step.tool, args=step.args,
+                    depends_on=step.depends_on, status="completed" if ok else "failed", result=result)
+
+
+def test_a_failed_call_planned_again_unchanged_is_refused_with_its_error() -> None:
+    from soothe_planner.planner.small_model.plan_rules import repeats_failed_calls
+
+    bad = StepAction(id="s2", description="count", tool="count_files", args={"pattern": "go"})
+    nodes = [_done(bad, ok=False, error="tool 'count_files' failed: use '*.go'")]
+    again = AgentDecision(steps=[bad.model_copy(update={"id": "s3"})])
+    assert "use '*.go'" in repeats_failed_calls(again, nodes)[0]
+    changed = AgentDecision(steps=[bad.model_copy(update={"id": "s3", "args": {"pattern": "*.go"}})])
+    assert repeats_failed_calls(changed, nodes) == []
+
+
+def test_a_write_of_a_writes_receipt_is_refused_and_a_replaced_write_may_run_again(tmp_path: Path) -> None:
+    from soothe_planner.planner.small_model.plan_rules import repeats_finished_work, writes_a_receipt
+    from soothe_planner.tools import make_builtin_tools
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "FIXME"})
+    first = StepAction(id="s2", description="write", tool="write_file",
+                       args={"path": "F.md", "content": "{{s1.output}}"}, depends_on=["s1"])
+    receipt = StepAction(id="s3", description="write", tool="write_file",
+                         args={"path": "F.md", "content": "{{s2.output}}"}, depends_on=["s2"])
+    assert "s2, which is a write" in writes_a_receipt(AgentDecision(steps=[search, first, receipt]), caps)[0]
+    nodes = [_done(search), _done(first), _done(receipt)]
+    mend = AgentDecision(steps=[first.model_copy(update={"id": "s4"})])
+    assert repeats_finished_work(mend, nodes, caps) == []  # s2's file was replaced by s3: not a repeat
+    assert repeats_finished_work(mend, nodes[:2], caps) != []  # s2's write stands: a repeat

@@ -27,8 +27,10 @@ from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.planner.small_model.plan_rules import (
     answers_meant_as_writes,
     ends_in_gathering,
+    repeats_failed_calls,
     repeats_finished_work,
     retries_missing_data,
+    writes_a_receipt,
 )
 from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
 
@@ -131,7 +133,9 @@ def decision_validator(
                                      # a plan with no write of the file at all is told that, once
                                      *(owed or answers_meant_as_writes(deliverable, gen.decision, by_name)),
                                      *retries_missing_data(gen.decision, nodes),
-                                     *(repeats_finished_work(gen.decision, nodes) if greedy else []))
+                                     *writes_a_receipt(gen.decision, by_name),
+                                     *repeats_failed_calls(gen.decision, nodes),
+                                     *(repeats_finished_work(gen.decision, nodes, by_name) if greedy else []))
                          if p]
         if problems:
             return problems

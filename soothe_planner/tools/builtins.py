@@ -347,6 +347,10 @@ def make_builtin_tools(
         # a pattern with a folder in it is matched against the path, one without against the name
         hits = [n for n in names if fnmatch.fnmatchcase((n if "/" in folded else n.rsplit("/", 1)[-1]).lower(), folded)]
         where = rel or "."
+        if not hits and folded.startswith(".") and "/" not in folded and not any(c in folded for c in "*?["):
+            # ".go" names no file: it is the extension, and the answer says the pattern it counted
+            pattern = folded = "*" + folded
+            hits = [n for n in names if fnmatch.fnmatchcase(n.rsplit("/", 1)[-1].lower(), folded)]
         if not hits and not any(c in folded for c in "*?["):
             # "python" for Python files: 0 would be a count of the wrong thing, stated as a fact
             raise ToolException(

@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_token
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
-from soothe_planner.planner.contract import is_model_step, owed_files, writer_names
+from soothe_planner.planner.contract import is_model_step, owed_files, write_target, writer_names
 
-__all__ = ["answers_meant_as_writes", "ends_in_gathering", "repeats_finished_work", "retries_missing_data",
-           "write_owed"]
+__all__ = ["answers_meant_as_writes", "ends_in_gathering", "repeats_failed_calls", "repeats_finished_work",
+           "retries_missing_data", "write_owed", "writes_a_receipt"]
 
 
 def write_owed(
@@ -126,7 +126,9 @@ def retries_missing_data(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
     return problems
 
 
-def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
+def repeats_finished_work(
+    decision: AgentDecision, nodes: Sequence[PlanStep], capabilities: Mapping[str, Capability] | None = None
+) -> list[str]:
     """A plan every step of which already ran, with the same input, and did not finish the goal.
 
     The embedded model decodes greedily: the same call on the same data gives the same output.
@@ -135,8 +137,18 @@ def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) ->
     each time with the same wrong file at the end. Two steps are the same when their tool and
     arguments are (a reference compared by what it refers to), or for an answer step, its task and
     the steps it reads. A plan with anything new in it (one other file, pattern or task) stands.
+    A write whose file a later write of the goal replaced did not leave its effect, so writing it
+    again is no repeat (with ``capabilities``, which say what each tool writes): a 1.5B plan wrote
+    a search's lines and then a write's receipt over them, and the one write that mends it was
+    refused as a repeat of the first.
     """
     done = [n for n in nodes if n.status == "completed"]
+    last_write: dict[str, str] = {}
+    for n in done:
+        target = write_target(n, capabilities)
+        if target:
+            last_write[target] = n.id
+    done = [n for n in done if not write_target(n, capabilities) or last_write[write_target(n, capabilities)] == n.id]
     if not done or not decision.steps:
         return []
     earlier: dict[str, PlanStep | StepAction] = {n.id: n for n in nodes}
@@ -175,3 +187,42 @@ def repeats_finished_work(decision: AgentDecision, nodes: Sequence[PlanStep]) ->
     return [f"every step of this plan already ran with the same input ({', '.join(repeats)}), and the goal "
             "is not done: the same steps give the same outputs. Change what does not work: read another file, "
             "search another pattern, or give the answer step another task"]
+
+
+def repeats_failed_calls(decision: AgentDecision, nodes: Sequence[PlanStep]) -> list[str]:
+    """Tool steps that make a call, tool and arguments alike, that failed before with a tool's error.
+
+    A tool given the same arguments fails the same way; a 1.5B model planned
+    ``count_files(pattern=".go")`` four iterations running, each time after the tool's error said
+    which pattern to use. The re-ask shows the error again beside the call to change.
+    """
+    failed = {call_key(n.tool, n.args): n for n in nodes
+              if n.tool and n.status == "failed" and n.result is not None and n.result.error_type == "tool_error"}
+    problems = []
+    for s in decision.steps:
+        old = failed.get(call_key(s.tool, s.args)) if s.tool else None
+        if old is not None and old.result is not None:
+            error = (old.result.error or "").split(": ", 1)[-1][:200]
+            problems.append(f"step {s.id} calls {s.tool} with the arguments that failed in {old.id} ({error}): "
+                            "change the arguments as the error says")
+    return problems
+
+
+def writes_a_receipt(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> list[str]:
+    """Writes whose text refers to a write step's output: a write answers with a receipt, not data.
+
+    A 1.5B plan ended ``s5 = write_file(path=..., content=s4)`` with ``s4`` itself a write, and the
+    file was left holding "wrote 46 bytes to ..." in place of the lines.
+    """
+    writes = {s.id for s in decision.steps if write_target(s, capabilities)}
+    problems = []
+    for s in decision.steps:
+        if s.id not in writes:
+            continue
+        text = " ".join(str(v) for v in s.args.values())
+        used = [m.group(1).split(".")[0] for m in REFERENCE_RE.finditer(text)]
+        receipts = [u for u in used if u in writes]
+        if receipts:
+            problems.append(f"step {s.id} writes the output of {receipts[0]}, which is a write (its output only says "
+                            f"what it wrote): write the data itself, the output of the step {receipts[0]} wrote")
+    return problems
