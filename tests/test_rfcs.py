@@ -34,8 +34,8 @@ def _section(text: str, heading: str) -> str:
     return text[start : nxt if nxt != -1 else len(text)]
 
 
-def test_there_are_seven_records_and_an_index() -> None:
-    assert [p.name[:4] for p in RFCS] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007"]
+def test_there_are_eight_records_and_an_index() -> None:
+    assert [p.name[:4] for p in RFCS] == ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]
     index = (RFC_DIR / "README.md").read_text(encoding="utf-8")
     for path in RFCS:
         assert f"({path.name})" in index, f"rfcs/README.md does not link {path.name}"

@@ -61,10 +61,12 @@ def test_count_lines_counts_every_line_or_those_holding_a_pattern(workspace: Pat
     (workspace / "blob.bin").write_bytes(b"\x00\x01TODO\n")
     count = make_builtin_tools(workspace)["count_lines"]
     assert count.invoke({"path": "rows.csv"}) == "4 lines in rows.csv"  # the last line has no newline
-    assert count.invoke({"path": "rows.csv", "pattern": "^2026", "regex": True}) == "3 lines in rows.csv contain '^2026'"
-    assert count.invoke({"path": "notes.md", "pattern": "todo"}) == "1 line in notes.md contains 'todo'"
+    assert count.invoke({"path": "rows.csv", "pattern": "^2026", "regex": True}).splitlines() == [
+        "3 lines in rows.csv contain '^2026':", "rows.csv:2: 2026-03-01,3", "rows.csv:3: 2026-03-04,1",
+        "rows.csv:4: 2026-03-09,2"]  # the count, then what it counted
+    assert count.invoke({"path": "notes.md", "pattern": "todo"}).startswith("1 line in notes.md contains 'todo':\n")
     # a folder: every text file below it (a binary file is not one)
-    assert count.invoke({"path": ".", "pattern": "TODO"}) == "2 lines in 2 files below . contain 'TODO'"
+    assert count.invoke({"path": ".", "pattern": "TODO"}).startswith("2 lines in 2 files below . contain 'TODO':\n")
     _refused(count, {"path": "blob.bin"}, r"'blob.bin' is a binary file")
     _refused(count, {"path": "rows.csv", "pattern": "(", "regex": True}, r"not a valid regular expression")
 

@@ -100,6 +100,8 @@ MAX_READ_CHARS = 20_000
 MAX_LIST_ENTRIES = 200
 MAX_SEARCH_HITS = 50
 MAX_COUNTED_LINES = 100_000
+MAX_COUNTED_SHOWN = 20
+"""A line count with a pattern lists the first lines it counted (the rest are only counted)."""
 MAX_SEARCH_FILE_BYTES = 1_000_000
 MAX_WRITE_CHARS = 1_000_000
 SEARCH_TIME_LIMIT_S = 10.0
@@ -384,7 +386,13 @@ def make_builtin_tools(
         if pattern:
             what += f" contain {pattern!r}" if n != 1 else f" contains {pattern!r}"
         data = {"count": n, "complete": not more and not skipped, "counted": what}
-        return what + (f"\n{_skipped_note(skipped)}" if skipped else ""), data
+        # what was counted, not only how many: a pattern that also matches another column or a
+        # comment shows here, for whoever judges the count (the assessment, a person)
+        shown = [f"{label}: {text}" for label, text in found[:MAX_COUNTED_SHOWN]] if pattern else []
+        if pattern and n > MAX_COUNTED_SHOWN:
+            shown.append(f"... ({n - MAX_COUNTED_SHOWN} more not shown)")
+        body = (":\n" + "\n".join(shown)) if shown else ""
+        return what + body + (f"\n{_skipped_note(skipped)}" if skipped else ""), data
 
     @_os_errors
     def write_file(path: str, content: str) -> Answer:

@@ -75,7 +75,8 @@ def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capabi
         if not step.tool:
             return False  # a model step writes the answer; a subagent does the work itself
         cap = capabilities.get(step.tool) if capabilities else None
-        return cap is not None and cap.read_only
+        # a count is an answer: its number is what a "how many" goal hands back
+        return cap is not None and cap.read_only and not cap.counts
     if finals and all(gathers(s) for s in finals):
         ids = ", ".join(f"{s.id} ({s.tool})" for s in finals)
         return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
