@@ -42,6 +42,11 @@ What was weighed:
   join that slot, so they never exceed the limit — and hands back a callback handler that charges
   each of its model calls to the budget as it starts. The price: such a subagent's own calls run
   one at a time, and a model in it wrapped by *another* controller is charged by both.
+- ``backend: postgres`` swaps the LLM-call limiter for ``shared.SharedSlots``: the same ``Slots``
+  interface, its slots leased from a table in PostgreSQL, so the in-flight cap holds across every
+  process sharing the database; the budget, the admission queue and the goal, step and subagent
+  slots stay as they are (per run, per process). Every controller of a process built with the
+  same shared policy uses one ``SharedSlots``.
 - A sync ``llm_call_sync()`` made on a thread that runs an event loop blocks that loop while it
   waits; if the slots are held by tasks of the same loop it waits forever. Sync model calls
   belong in worker threads (LangChain's ``ainvoke`` already puts them there).
@@ -56,10 +61,11 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, context
 from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.callbacks import BaseCallbackHandler
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from soothe_planner.concurrency.limited_model import limit_model
 from soothe_planner.concurrency.meter import RUN_METER
+from soothe_planner.concurrency.shared import shared_slots
 from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, Slots, reset_held
 from soothe_planner.errors import LLMBudgetExceeded
 
@@ -69,6 +75,7 @@ if TYPE_CHECKING:
 __all__ = ["ConcurrencyController", "ConcurrencyPolicy", "StepParallelism"]
 
 StepParallelism = Literal["sequential", "dependency", "max"]
+ConcurrencyBackend = Literal["process", "postgres"]
 
 UNKNOWN_PHASE = "unknown"
 
@@ -100,9 +107,46 @@ class ConcurrencyPolicy(BaseModel):
         description="sequential: one step at a time; dependency: as the DAG allows; max: as the DAG allows, "
         "ignoring max_parallel_steps.",
     )
+    backend: ConcurrencyBackend = Field(
+        default="process",
+        description="Where global_max_llm_calls is counted: process (this process's calls) or postgres (every "
+        "process sharing the database; see concurrency/shared.py).",
+    )
+    dsn: SecretStr | None = Field(
+        default=None,
+        description="PostgreSQL connection string for backend postgres (default: checkpoint.dsn when the "
+        "checkpoints are on PostgreSQL).",
+    )
+    lease_s: float = Field(
+        default=30.0, ge=1.0, le=3600.0,
+        description="backend postgres: a slot held by a process that died is free again at most this many "
+        "seconds after the process's last renewal (a live holder renews every third of it).",
+    )
+    scope: str = Field(
+        default="default", min_length=1, max_length=200,
+        description="backend postgres: the name of the shared cap; processes with the same database and scope "
+        "share one cap.",
+    )
+
+    @model_validator(mode="after")
+    def _backend_needs(self) -> ConcurrencyPolicy:
+        if self.backend == "postgres" and (self.dsn is None or not self.dsn.get_secret_value()):
+            raise ValueError(
+                "backend 'postgres' needs a database: set concurrency.dsn, or keep the checkpoints on PostgreSQL "
+                "(checkpoint.backend: postgres; its dsn is the default)"
+            )
+        return self
 
 
 _serials = itertools.count(1)
+
+
+def _llm_slots(policy: ConcurrencyPolicy) -> Slots:
+    """The LLM-call limiter: this process's own, or a cap shared through PostgreSQL (``shared.py``)."""
+    if policy.backend == "postgres" and policy.global_max_llm_calls and policy.dsn is not None:
+        return shared_slots(policy.global_max_llm_calls, dsn=policy.dsn.get_secret_value(), scope=policy.scope,
+                            lease_s=policy.lease_s)
+    return Slots(policy.global_max_llm_calls)
 
 
 class ConcurrencyController:
@@ -124,7 +168,7 @@ class ConcurrencyController:
         self._goals = Slots(self.policy.max_parallel_goals)
         self._steps = Slots(step_limit)
         self._subagents = Slots(self.policy.max_parallel_subagents)
-        self._llm = Slots(self.policy.global_max_llm_calls)
+        self._llm = _llm_slots(self.policy)
         # Pacing, not a limit: calls let into LangChain's per-call preparation while waiting for an
         # LLM slot (see ``admit_llm_call``).
         self._admission = Slots(ADMISSION_PER_LLM_SLOT * self.policy.global_max_llm_calls)

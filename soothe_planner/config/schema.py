@@ -406,6 +406,25 @@ class SootheConfig(_Section):
                     data[section] = {}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _shared_cap_dsn(cls, data: object) -> object:
+        # A cap shared through PostgreSQL uses the checkpoints' database unless it names its own:
+        # the replicas that share a cap already share that database (concurrency/shared.py).
+        if not isinstance(data, dict):
+            return data
+        concurrency, checkpoint = data.get("concurrency"), data.get("checkpoint")
+        if not (isinstance(concurrency, dict) and concurrency.get("backend") == "postgres"
+                and concurrency.get("dsn") is None):
+            return data
+        if isinstance(checkpoint, CheckpointConfig):
+            checkpoint = {"backend": checkpoint.backend, "dsn": checkpoint.dsn}
+        if isinstance(checkpoint, dict) and checkpoint.get("backend") == "postgres" and checkpoint.get("dsn"):
+            dsn = checkpoint["dsn"]
+            secret = dsn.get_secret_value() if isinstance(dsn, SecretStr) else dsn
+            return {**data, "concurrency": {**concurrency, "dsn": secret}}
+        return data
+
     def redact_text(self, text: str) -> str:
         """``text`` with every value that came from an environment variable replaced by ``(hidden)``."""
         return scrub(text, self._env_values)
