@@ -128,3 +128,17 @@ def test_every_yaml_example_in_the_docs_is_a_valid_config(
 
 def test_the_docs_show_yaml_examples() -> None:
     assert len(DOC_YAML) >= 5, "the YAML examples moved: the test above would check nothing"
+
+
+def test_the_own_tools_guide_declares_what_the_checks_read() -> None:
+    """The guide's example tools, run as printed, declare a write and a count the way the checks read them."""
+    from soothe_planner import StepExecutor
+
+    page = (DOCS / "how-to" / "own-tools.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.+?)\n```", page, flags=re.S)
+    assert len(blocks) == 1
+    namespace: dict[str, Any] = {}
+    exec(compile(blocks[0], "own-tools.md", "exec"), namespace)  # defines tools; touches no file
+    caps = {c.name: c for c in StepExecutor(tools=namespace["tools"]).capabilities()}
+    assert caps["save"].writes_path_arg == "target" and not caps["save"].counts
+    assert caps["tally"].counts and caps["tally"].writes_path_arg is None
