@@ -195,6 +195,7 @@ async def run_ours(env: GoalEnv) -> RunOutcome:
             return RunOutcome("failed", error=f"did not converge within max_iterations={cfg.planner.max_iterations}")
     status = str(values.get("status") or "failed")
     detail = {"iterations": values.get("iteration"), "action_history": values.get("action_history") or [],
+              "deliverable": (values.get("plan_manager") or {}).get("deliverable"),
               "steps": _step_audit(values.get("plan_manager"))}
     return RunOutcome("done" if status == "done" else "failed", str(values.get("final_answer") or ""),
                       values.get("error"), detail)

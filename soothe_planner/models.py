@@ -506,10 +506,15 @@ class PlannerSettings(_Model):
         default=True,
         description="A step of the last decision that failed for good means 'replan' with no assessment call.",
     )
-    structured_output_method: Literal["auto", "json_schema", "function_calling", "json_mode"] = "auto"
+    structured_output_method: Literal["auto", "json_schema", "function_calling", "json_mode"] = Field(
+        default="auto",
+        description="How a structured answer is asked for; 'auto' picks function_calling for a local or non-OpenAI "
+        "server and json_schema on the OpenAI API.",
+    )
     retries: int = Field(default=2, ge=0, description="Re-asks after a parse/validation failure.")
     transport_retries: int = Field(default=2, ge=0, description="Retries of timeouts, rate limits, 5xx.")
-    transport_backoff_s: float = Field(default=0.5, ge=0)
+    transport_backoff_s: float = Field(default=0.5, ge=0, description="First wait before a transport retry, seconds "
+                                       "(doubled each retry, with jitter).")
     call_timeout_s: float = Field(default=120.0, gt=0, description="Per-call timeout, seconds.")
     small_model_rules: bool | None = Field(
         default=None,
@@ -533,7 +538,7 @@ class PlannerSettings(_Model):
     )
     llm_reflection: bool = Field(default=False, description="Ask the model to reflect (default: deterministic).")
     prompt_budget_tokens: int = Field(default=6000, ge=500, description="Prompt size cap, in tokens (approx.).")
-    max_output_tokens: int = Field(default=1024, ge=64)
+    max_output_tokens: int = Field(default=1024, ge=64, description="Output token cap of each planner call.")
     max_output_tokens_per_call: dict[CallKind, Annotated[int, Field(ge=16)]] = Field(
         default_factory=dict,
         description="Output token cap for one kind of call (e.g. {answer: 300}); other kinds keep the model's.",

@@ -42,8 +42,8 @@ KEYS = config_reference.config_keys()
 
 # Fields declared without a description in soothe_planner/models.py (PlannerSettings) and options
 # without help in soothe_planner/cli/app.py; give them one there and drop them from these lists.
-UNDESCRIBED_KEYS = {"planner.structured_output_method", "planner.transport_backoff_s", "planner.max_output_tokens"}
-UNDESCRIBED_OPTIONS = {"plan --format", "show --format"}
+UNDESCRIBED_KEYS: set[str] = set()
+UNDESCRIBED_OPTIONS: set[str] = set()
 
 
 def _known_gap(name: str, gaps: set[str]) -> Any:

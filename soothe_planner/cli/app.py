@@ -511,7 +511,8 @@ def _run_command(**params: Any) -> None:
 
 @cli.command("plan", short_help="plan a goal without running it")
 @click.option("--config", help=_CONFIG_HELP)
-@click.option("--format", type=_FORMATS, default="table", show_default=True)
+@click.option("--format", type=_FORMATS, default="table", show_default=True,
+              help="how to print the plan: a table, JSON or a Mermaid diagram")
 @click.argument("goal")
 @_output_flags
 def _plan_command(**params: Any) -> None:
@@ -541,7 +542,8 @@ def _resume_command(**params: Any) -> None:
 @cli.command("show", short_help="show the DAG and results of a past run")
 @click.option("--config", help=_CONFIG_HELP)
 @click.option("--thread", required=True, help="the run's thread id")
-@click.option("--format", type=_FORMATS, default="table", show_default=True)
+@click.option("--format", type=_FORMATS, default="table", show_default=True,
+              help="how to print the plan: a table, JSON or a Mermaid diagram")
 @_output_flags
 def _show_command(**params: Any) -> None:
     """Show the DAG and results of a past run (read from the checkpointer; no model is started)."""

@@ -72,7 +72,7 @@ def guard_assessment(
             or deliverable.kind == "count":
         return a, ""
     why = ""
-    if deliverable.kind == "file" and deliverable.every_match:
+    if deliverable.kind == "file" and deliverable.every_match and _searched_the_goals_words(goal, results):
         found, missing, _ = lines_left_out(_file_text(deliverable, workspace), nodes, results)
         if found and not missing:
             why = f"the plan ran to its end and {', '.join(deliverable.files)} holds every one of the {found} lines found"
@@ -89,3 +89,17 @@ def guard_assessment(
 
 def _file_text(deliverable: Deliverable, workspace: str | None) -> str:
     return "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
+
+
+def _searched_the_goals_words(goal: str, results: Sequence[StepResult]) -> bool:
+    """Whether every search that found lines looked for text the goal itself writes, whole and
+    literally, and was not cut: only then are "the lines found" the lines the goal asks for (a
+    search for a word of the model's choosing found one line, the wrong one, and a file holding it
+    was read as done)."""
+    searches = [r for r in results if r.success and isinstance(r.outcome.get("lines"), list)]
+    folded = goal.casefold()
+    return bool(searches) and all(
+        not r.outcome.get("regex") and r.outcome.get("complete", True) is not False
+        and str(r.outcome.get("pattern") or "").strip().casefold() in folded
+        and str(r.outcome.get("pattern") or "").strip() != ""
+        for r in searches)

@@ -41,6 +41,19 @@ def _as_written(goal: str, name: str) -> str | None:
     key = name.strip().strip("`'\"").replace("\\", "/").removeprefix("./")
     if not key:
         return None
+    found = [t for t in _occurrences(goal, key) if t]
+    if not found:
+        return None
+    # the goal's own spelling where it writes the name exactly, else the one shaped like a file name
+    # (an extension, a folder or a capital: "VERSION" over "version" in "the latest version ... VERSION")
+    exact = [t for t in found if t == key or t.endswith("/" + key)]
+    named = [t for t in found if "." in t or "/" in t or any(c.isupper() for c in t)]
+    return ([t for t in exact if t in named] or named or exact or found)[0]
+
+
+def _occurrences(goal: str, key: str) -> list[str]:
+    """Each whole-token occurrence of ``key`` in ``goal`` (case aside), as the goal spells it."""
+    out = []
     folded, target = goal.casefold(), key.casefold()
     start = folded.find(target)
     while start >= 0:
@@ -54,9 +67,9 @@ def _as_written(goal: str, name: str) -> str | None:
             token = goal[left:end]
             while token.startswith(("./", ".\\")):
                 token = token[2:]
-            return token.rstrip(".")
+            out.append(token.rstrip("."))
         start = folded.find(target, start + 1)
-    return None
+    return out
 
 
 def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, list[str]]:
