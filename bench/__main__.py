@@ -15,6 +15,7 @@ BENCHMARKS = {
     "economy": "LLM calls and prompt tokens per completed goal vs two baseline loop strategies",
     "scale": "framework overhead per iteration; PlanManager ingest + ready walk at 1k/10k/100k steps",
     "breaker": "the global LLM-call limiter: peak in flight and utilisation at 1, 4, 16",
+    "shared_cap": "the LLM-call cap shared through PostgreSQL: cost per call against the process's own cap",
     "worfbench": "plan quality on WorFBench gold graphs (embedded or configured model)",
     "goals": "real goals on a workspace, scored by checks: ours vs ReAct vs plan-and-execute",
     "local": "each kind of call on the embedded model: tokens, time to first token, tokens/s, before vs after",

@@ -38,9 +38,11 @@ built under a lock there. A LangGraph dev server refuses blocking calls on its l
 (``BlockingError``); ``--allow-blocking`` is not needed.
 
 Across replicas (several server processes behind one deployment): each process has its own root
-controller, so the in-flight cap is per process — N replicas may have N × ``global_max_llm_calls``
-calls in flight — and the budget is per run wherever the run executes. No cross-replica cap is
-claimed; that would need a limiter in a shared store.
+controller, and the budget is per run wherever the run executes (it is in the run's checkpoint).
+With ``concurrency.backend: process`` (the default) the in-flight cap is per process — N replicas
+may have N × ``global_max_llm_calls`` calls in flight. With ``concurrency.backend: postgres`` the
+root controller's LLM slots are leased rows in the checkpoints' database
+(``concurrency/shared.py``), so one cap holds across every replica sharing it.
 
 Inputs: ``goal_input(goal, thread_id=...)`` as JSON (at least ``{"goal": ...}``), or a chat turn
 ``{"messages": [{"role": "user", "content": ...}]}``; set ``"intake": "complex"`` to skip the
