@@ -48,9 +48,11 @@ Inputs: ``goal_input(goal, thread_id=...)`` as JSON (at least ``{"goal": ...}``)
 ``{"messages": [{"role": "user", "content": ...}]}``; set ``"intake": "complex"`` to skip the
 routing call. An input's ``max_iterations`` is held to the same ceiling as the context's. The
 approval gate (``run.approval: true``, or ``{"approval": true}`` in the run's context where
-``server.client_context`` lists ``approval``) pauses with an interrupt, resumed with
-``Command(resume={"approved": true, "sha256": ...})`` (the interrupt's digest: an approval names
-the plan it approves) from any client, including ``langgraph.pregel.remote.RemoteGraph``.
+``server.client_context`` lists ``approval``) pauses with LangGraph's human-in-the-loop request
+(``graph/approval.py``), which Agent Chat UI and Agent Inbox render and answer (accept, edit,
+response, ignore); ``Command(resume={"approved": true, "sha256": ...})`` (the interrupt's digest:
+an approval names the plan it approves) works too, from any client, including
+``langgraph.pregel.remote.RemoteGraph``.
 """
 
 from __future__ import annotations

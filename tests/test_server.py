@@ -235,5 +235,7 @@ def test_the_real_server_serves_schemas_caps_concurrent_runs_and_resumes_an_appr
 
     approval = transcript["approval"]
     assert approval["paused_at"] == ["approve"]
-    assert approval["interrupt_keys"] == ["plan", "rendering", "sha256"] and len(approval["sha256"]) == 12
+    # the human-in-the-loop request (action_request, config, description) beside the earlier keys
+    assert approval["interrupt_keys"] == ["action_request", "config", "description", "plan", "rendering", "sha256"]
+    assert len(approval["sha256"]) == 12
     assert approval["resumed_status"] == "done" and approval["sealed"]

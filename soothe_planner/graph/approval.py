@@ -29,6 +29,27 @@ can change the plan and compute its new SHA-256. A keyed one can, as long as the
 the key. The sealed plan is
 handed to execution as data, never as instructions. On rejection the human's feedback goes back to
 the planner (``approval_feedback`` and working memory) and the graph asks for a revised plan.
+
+**The pause is LangGraph's human-in-the-loop request** (the Agent Inbox shape that Agent Chat UI
+and Agent Inbox render, ``langgraph.prebuilt.interrupt.HumanInterrupt``): ``action_request``
+``{"action": "run_plan", "args": {<the plan's fields>, "sha256": <digest>}}``, ``config`` allowing
+accept, edit, respond and ignore, and the rendering as ``description``. The same payload keeps
+``plan``, ``rendering`` and ``sha256`` at its top level for clients of the earlier shape. Replies
+(``parse_reply``), each also as a list of one, which is how those tools resume:
+
+- ``{"approved": true, "sha256": ...}`` / ``{"approved": false, "feedback": ...}`` — as before;
+- ``{"type": "accept", "args": <the action request shown>}`` — consent to the plan its ``sha256``
+  names; an accept naming no digest, or another plan's, is refused as a bare approval is;
+- ``{"type": "edit", "args": {"action": ..., "args": {<plan fields>}}}`` — the human's own plan:
+  checked as the planner's are (the decision's schema, then the plan manager's whole-batch
+  validation with its step cap and tool allow-list), sealed under its own digest and run. An edit
+  that does not validate runs nothing: the same plan is asked about again, with the errors;
+- ``{"type": "response", "args": "<text>"}`` — feedback, as a rejection: the planner re-plans;
+- ``{"type": "ignore"}`` — the run ends, failed as rejected; nothing runs.
+
+Tolerated in an edit, because the tools edit every argument as text: a field the plan holds as a
+list or an object (``steps``) may come back as that value's JSON text, and is read with
+``json.loads``. Nothing else is guessed; an edit that still does not fit the schema is refused.
 """
 
 from __future__ import annotations
@@ -46,10 +67,13 @@ from typing import Any
 from soothe_planner.errors import ConfigError
 
 __all__ = [
+    "APPROVAL_ACTION",
     "SEAL_KEY_ENV",
     "ApprovalReply",
     "SealKey",
+    "approval_request",
     "canonical_json",
+    "edited_decision",
     "parse_reply",
     "render_decision",
     "seal_digest",
@@ -197,39 +221,132 @@ def render_decision(decision: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+APPROVAL_ACTION = "run_plan"
+"""The action a plan awaiting approval is shown as, in the human-in-the-loop request."""
+
+
+def approval_request(
+    decision: Mapping[str, Any], rendering: str, digest: str, note: str | None = None
+) -> dict[str, Any]:
+    """The interrupt's payload: a human-in-the-loop request for ``decision``, plus the earlier keys.
+
+    ``note``: shown above the rendering (why an edit was not applied).
+    """
+    description = f"{note}\n\n{rendering}" if note else rendering
+    return {
+        "action_request": {"action": APPROVAL_ACTION, "args": {**decision, "sha256": digest}},
+        "config": {"allow_accept": True, "allow_edit": True, "allow_respond": True, "allow_ignore": True},
+        "description": description,
+        "plan": dict(decision),
+        "rendering": rendering,
+        "sha256": digest,
+    }
+
+
 class ApprovalReply:
     """A human's answer to the gate: approved, or rejected with feedback; ``refused`` when an
-    approval was given but could not be accepted (no digest, or another plan's digest)."""
+    approval was given but could not be accepted (no digest, or another plan's digest); ``edit``
+    the plan fields of an edit (to validate before anything runs); ``ignored`` when the run is to
+    end as rejected."""
 
-    def __init__(self, approved: bool, feedback: str = "", *, refused: bool = False) -> None:
+    def __init__(
+        self,
+        approved: bool,
+        feedback: str = "",
+        *,
+        refused: bool = False,
+        edit: Mapping[str, Any] | None = None,
+        ignored: bool = False,
+    ) -> None:
         self.approved = approved
         self.feedback = feedback
         self.refused = refused
+        self.edit = edit
+        self.ignored = ignored
+
+
+_HUMAN_RESPONSE_TYPES = frozenset({"accept", "edit", "response", "ignore"})
+
+
+def _human_response(reply: Any) -> Mapping[str, Any] | None:
+    """``reply`` as a human-in-the-loop response (alone or a list of one), else ``None``."""
+    if isinstance(reply, list) and len(reply) == 1:
+        reply = reply[0]
+    if isinstance(reply, Mapping) and reply.get("type") in _HUMAN_RESPONSE_TYPES and "approved" not in reply:
+        return reply
+    return None
+
+
+def _action_args(args: Any) -> Mapping[str, Any] | None:
+    """The plan fields of an action request (``{"action", "args"}``), or of bare args."""
+    if isinstance(args, Mapping) and "action" in args and isinstance(args.get("args"), Mapping):
+        return args["args"]
+    return args if isinstance(args, Mapping) else None
+
+
+def edited_decision(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The decision an edit's plan fields describe, before validation (see the module docstring).
+
+    A ``steps`` value that is text is read as JSON (the one tolerance); the digest is dropped.
+    Raises ``ValueError`` naming the field when that text is not JSON.
+    """
+    decision = {k: v for k, v in args.items() if k != "sha256"}
+    for key, value in list(decision.items()):
+        if key == "steps" and isinstance(value, str):
+            try:
+                decision[key] = json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"the edited {key!r} is not JSON ({exc})") from None
+    return decision
+
+
+def _parse_human_response(response: Mapping[str, Any], digest: str) -> ApprovalReply:
+    kind, args = response.get("type"), response.get("args")
+    if kind == "ignore":
+        return ApprovalReply(False, "the reviewer ignored the plan", ignored=True)
+    if kind == "response":
+        return ApprovalReply(False, "" if args is None else str(args))
+    if kind == "edit":
+        fields = _action_args(args)
+        if fields is None:
+            return ApprovalReply(False, f"an edit must carry the edited action request; {_HOW_HITL}", refused=True)
+        return ApprovalReply(False, edit=fields)
+    fields = _action_args(args) or {}
+    return _consent(fields.get("sha256"), digest)
 
 
 _HOW = "resume with {'approved': true, 'sha256': <the digest shown with the plan>} or {'approved': false, 'feedback': ...}"
+_HOW_HITL = "resume with {'type': 'accept', 'args': <the action request shown>}, or edit, response, ignore"
+
+
+def _consent(named: Any, digest: str) -> ApprovalReply:
+    """Approval of the plan ``named`` by its digest: consent only when it is the plan awaiting approval."""
+    if named == digest:
+        return ApprovalReply(True)
+    if not isinstance(named, str) or not named:
+        return ApprovalReply(False, f"the approval named no plan digest; {_HOW}", refused=True)
+    return ApprovalReply(
+        False,
+        f"the approval names plan {shown(named)[:16]}…, but the plan awaiting approval is {digest[:16]}…: "
+        "it changed after it was shown, so nothing ran; review the plan shown now",
+        refused=True,
+    )
 
 
 def parse_reply(reply: Any, digest: str) -> ApprovalReply:
     """Read ``{"approved": true, "sha256": digest}`` or ``{"approved": false, "feedback": str}``.
 
+    Or a human-in-the-loop response (accept, edit, response, ignore; see the module docstring).
     Only an approval naming ``digest`` — the plan awaiting approval — is consent. An approval with
     no digest or another one is refused, with feedback saying why; so is anything unreadable.
     """
+    human = _human_response(reply)
+    if human is not None:
+        return _parse_human_response(human, digest)
     if isinstance(reply, Mapping) and reply.get("approved") is False:
         return ApprovalReply(False, str(reply.get("feedback") or ""))
     if isinstance(reply, Mapping) and reply.get("approved") is True:
-        named = reply.get("sha256")
-        if named == digest:
-            return ApprovalReply(True)
-        if not isinstance(named, str) or not named:
-            return ApprovalReply(False, f"the approval named no plan digest; {_HOW}", refused=True)
-        return ApprovalReply(
-            False,
-            f"the approval names plan {shown(named)[:16]}…, but the plan awaiting approval is {digest[:16]}…: "
-            "it changed after it was shown, so nothing ran; review the plan shown now",
-            refused=True,
-        )
+        return _consent(reply.get("sha256"), digest)
     if reply is False:
         return ApprovalReply(False)
     return ApprovalReply(False, f"unreadable approval reply {shown(repr(reply))[:200]}; {_HOW}", refused=reply is True)

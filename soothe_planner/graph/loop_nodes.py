@@ -40,12 +40,20 @@ from langgraph.graph import END
 from langgraph.types import interrupt
 
 from soothe_planner.concurrency import CallMeter, ConcurrencyPolicy, metering
-from soothe_planner.errors import PlannerError
+from soothe_planner.errors import PlannerError, PlanValidationError
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
 
-from .approval import SealKey, parse_reply, render_decision, seal_digest
+from .approval import (
+    SealKey,
+    approval_request,
+    edited_decision,
+    parse_reply,
+    render_decision,
+    seal_digest,
+    shown,
+)
 from .nodes import (
     PlannerNodes,
     emit,
@@ -168,7 +176,17 @@ class LoopNodes(PlannerNodes):
             # This exact plan was approved already: no second question.
             return {"approval_feedback": None}
         rendering = render_decision(decision)
-        reply = parse_reply(interrupt({"plan": decision, "rendering": rendering, "sha256": digest}), digest)
+        note = None
+        while True:
+            # An edit that does not validate is asked about again; on resume each interrupt() here
+            # gets its own answer back in order, so this loop replays without side effects.
+            reply = parse_reply(interrupt(approval_request(decision, rendering, digest, note)), digest)
+            if reply.edit is None:
+                break
+            edited, note = await self._edited(state, reply.edit)
+            if edited is not None:
+                emit({"event": "approval", "approved": True, "edited": True, "sha256": edited["sealed_plan"]["sha256"]})
+                return edited
         if reply.approved:
             emit({"event": "approval", "approved": True, "sha256": digest})
             return {
@@ -176,6 +194,15 @@ class LoopNodes(PlannerNodes):
                 "approval_feedback": None,
             }
         emit({"event": "approval", "approved": False, "feedback": reply.feedback, "refused": reply.refused})
+        if reply.ignored:
+            return {
+                "status": "failed",
+                "error": "the plan was rejected: the reviewer ignored it, so nothing ran",
+                "approval_feedback": reply.feedback,
+                "plan_manager": state.get("pre_approval_plan_manager"),
+                "current_decision": None,
+                "sealed_plan": None,
+            }
         if reply.refused:  # not the human's words: the gate's own, so the planner may read them as such
             note = f"The approval was refused and nothing ran: {reply.feedback}"
         else:
@@ -192,6 +219,40 @@ class LoopNodes(PlannerNodes):
             "current_decision": None,
             "sealed_plan": None,
         }
+
+    async def _edited(self, state: State, fields: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+        """The update that seals a human's edited plan, or ``None`` and why it was not applied.
+
+        The same checks as a planner's plan: the decision's schema, then the plan manager's
+        whole-batch validation (ids, dependencies, cycles, the step cap, the tool allow-list), on
+        the DAG as it was before the plan awaiting approval. Pure: nothing is emitted or stored.
+        """
+        try:
+            decision = AgentDecision.model_validate(edited_decision(fields))
+            if not decision.steps:
+                raise ValueError("the edited plan has no steps")
+            # The DAG as the validate node found it (a new one, built as it builds one, at the start).
+            view = self.view({**state, "plan_manager": state.get("pre_approval_plan_manager")})
+            pm = view.manager
+            replace = view.assessment is not None and view.assessment.status == "replan"
+            pm.ingest(decision, view.iteration, replace=replace)
+        except (ValueError, PlanValidationError) as exc:  # pydantic's ValidationError is a ValueError
+            return None, f"Your edit was not applied, so nothing ran: {shown(str(exc))[:1000]}"
+        current = pm.in_flight_decision()
+        if current is None:
+            return None, "Your edit was not applied, so nothing ran: it leaves no step to run"
+        plan = current.model_dump(mode="json")
+        digest = seal_digest(plan, await self.seal_key())
+        rendering = render_decision(plan)
+        history = [*(state.get("action_history") or []),
+                   f"iteration {state.get('iteration', 0)}: plan edited by the reviewer, sealed as {digest[:16]}…"]
+        return {
+            "plan_manager": pm.to_dict(),
+            "current_decision": plan,
+            "sealed_plan": {"sha256": digest, "plan": plan, "rendering": rendering},
+            "approval_feedback": None,
+            "action_history": history,
+        }, None
 
     async def execute(self, state: State) -> dict[str, Any]:
         view = self.view(state)
