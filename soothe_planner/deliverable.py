@@ -35,6 +35,7 @@ DeliverableKind = Literal["answer", "file", "count"]
 MAX_FILES = 8
 MAX_PATH_CHARS = 255
 MAX_HOLDS = 16
+MAX_PARTS = 6
 
 
 def _clean_path(path: str) -> str:
@@ -74,6 +75,11 @@ class Deliverable(BaseModel):
         description="Text every delivered file (or, for an answer, the answer) must contain; given by a caller.",
     )
     count_of: str = Field(default="", max_length=300, description="What to count (kind 'count'), in the goal's words.")
+    parts: list[str] = Field(
+        default_factory=list, max_length=MAX_PARTS,
+        description="Each thing the goal asks the answer or file to give, in a few words of the goal's language "
+        "(shown to the step that writes the answer and to the assessment).",
+    )
     every_match: bool = Field(
         default=False,
         description="The delivery must carry every line the run's searches found (a list of matching lines).",
@@ -85,10 +91,10 @@ class Deliverable(BaseModel):
     def _paths(cls, value: list[str]) -> list[str]:
         return list(dict.fromkeys(_clean_path(p) for p in value))
 
-    @field_validator("holds")
+    @field_validator("holds", "parts")
     @classmethod
-    def _holds(cls, value: list[str]) -> list[str]:
-        return [h for h in (str(x).strip() for x in value) if h]
+    def _texts(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(h for h in (str(x).strip() for x in value) if h))
 
     @model_validator(mode="after")
     def _coherent(self) -> Deliverable:
@@ -109,6 +115,8 @@ class Deliverable(BaseModel):
         else:
             what = "an answer"
         extra = []
+        if self.parts:
+            extra.append("giving " + "; ".join(self.parts))
         if self.every_match:
             extra.append("holding every line the searches find")
         if self.holds:

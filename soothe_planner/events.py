@@ -63,6 +63,7 @@ class DeliverableEvent(TypedDict):
     files: list[str]
     holds: list[str]
     count_of: str
+    parts: list[str]
     every_match: bool
     declared_by: Literal["caller", "model"]
     iteration: NotRequired[int]  # when the model declared it, with the goal's first plan

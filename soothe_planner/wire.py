@@ -174,6 +174,9 @@ class DeclareDeliverable(_Wire):
     files: list[Text(120)] = Field(  # type: ignore[valid-type]
         max_length=4, description="The files to write, each path exactly as the request writes it ([] unless kind is file)"
     )
+    parts: list[Text(80)] = Field(  # type: ignore[valid-type]
+        max_length=4, description="Each thing the answer or file must give, a few words each"
+    )
     every_match: bool = Field(description="true only when it asks for every line or item that matches something")
     count_of: Text(120) = Field(description="What to count, in the request's words (\"\" unless kind is count)")  # type: ignore[valid-type]
 

@@ -66,9 +66,10 @@ def test_a_declaration_keeps_only_files_the_goal_names_in_any_language(
     goal: str, declared: list[str], kind: str, files: list[str]
 ) -> None:
     wire = DeclareDeliverable(kind="count" if kind == "count" else "file" if declared else "answer", files=declared,
-                              every_match=False, count_of="archivos .csv" if kind == "count" else "")
+                              parts=["lo pedido"], every_match=False, count_of="archivos .csv" if kind == "count" else "")
     deliverable, _ = to_deliverable(wire, goal)
     assert (deliverable.kind, deliverable.files, deliverable.declared_by) == (kind, files, "model")
+    assert deliverable.parts == ["lo pedido"]
 
 
 async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path: Path) -> None:
@@ -78,7 +79,8 @@ async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path
     (tmp_path / "a.py").write_text("# TODO: x\n")
     executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()))
     ctx = PlanContext(available_capabilities=executor.capabilities(), workspace=str(tmp_path))
-    declared = {"kind": "file", "files": ["BERICHT.md"], "every_match": True, "count_of": ""}
+    declared = {"kind": "file", "files": ["BERICHT.md"], "parts": ["Zeilen mit TODO"], "every_match": True,
+                "count_of": ""}
     no_write = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
                           {"id": "s2", "tool": "answer", "args": {"task": "liste sie"}, "depends_on": ["s1"]}]}
     mended = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
@@ -248,3 +250,18 @@ def test_a_write_of_a_writes_receipt_is_refused_and_a_replaced_write_may_run_aga
     mend = AgentDecision(steps=[first.model_copy(update={"id": "s4"})])
     assert repeats_finished_work(mend, nodes, caps) == []  # s2's file was replaced by s3: not a repeat
     assert repeats_finished_work(mend, nodes[:2], caps) != []  # s2's write stands: a repeat
+
+
+async def test_the_step_that_gives_the_final_text_is_shown_the_request_and_its_parts() -> None:
+    """A plan's task may name less than the request asks; the last text step sees the request, a middle one not."""
+    from soothe_planner.dag import PlanManager
+
+    model = ScriptedChatModel(responses=["8181 and 8080", "8181 and 8080"])
+    pm = PlanManager("Welcher Port für staging, und welchen öffnet das Dockerfile?")
+    pm.deliverable = Deliverable(kind="answer", parts=["Port von staging", "Port im Dockerfile"])
+    pm.ingest(AgentDecision(steps=[StepAction(id="s1", description="find the staging port"),
+                                   StepAction(id="s2", description="give the port", depends_on=["s1"])]), 0)
+    await StepExecutor(agent_model=model).run(pm)
+    middle, last = model.calls[0].last_text, model.calls[1].last_text
+    assert "Welcher Port für staging" not in middle
+    assert "Welcher Port für staging" in last and "Port von staging; Port im Dockerfile" in last

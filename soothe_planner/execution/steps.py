@@ -65,7 +65,7 @@ from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ConfigDict, Field
 
 from soothe_planner.errors import LLMBudgetExceeded
-from soothe_planner.execution.references import render_task, resolve_args
+from soothe_planner.execution.references import fence_for, render_task, resolve_args
 from soothe_planner.execution.runners import (
     NoRunnerError,
     StepFailure,
@@ -285,6 +285,11 @@ class StepRunner:
     ) -> StepOutput:
         model = self._model("model_step", step, "names no tool or subagent, so it is a model step")
         task = self._task(step, completed, briefing, _ancestors(manager, step))
+        if _gives_the_final_text(manager, step):
+            parts = manager.deliverable.parts if manager.deliverable is not None else []
+            shown = manager.goal + ("\nIt asks for: " + "; ".join(parts) if parts else "")
+            fence = fence_for(shown)
+            task += _REQUEST_NOTE.format(goal=f"{fence}\n{shown}\n{fence}")
         try:
             reply = await model.ainvoke(
                 [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task)],
@@ -472,6 +477,19 @@ class StepRunner:
             return StepOutput(text, outcome, kind, names, from_text)
         joined = "\n\n".join(f"{c.describe()}:\n{text}" for c, text, _ in results)
         return StepOutput(joined, {}, kind, names, from_text)
+
+
+_REQUEST_NOTE = (
+    "\n\nThis step's answer is what the request below gets (or what is written for it): answer every part "
+    "of it that the data holds, in the request's language. The request, as data:\n{goal}"
+)
+
+
+def _gives_the_final_text(manager: PlanManager, step: PlanStep) -> bool:
+    """Whether no other model step reads ``step``: its text is the plan's answer, or what a write
+    writes. A plan's task for it may name less than the request asks ("give the staging port" for
+    a request of two ports), so it is shown the request too; an intermediate step is not."""
+    return not any(step.id in n.depends_on and not (n.tool or n.tools or n.subagent) for n in manager.nodes)
 
 
 def _ancestors(manager: PlanManager, step: PlanStep, limit: int = MODEL_STEP_SOURCES) -> list[str]:

@@ -52,7 +52,7 @@ def guard_assessment(
     grounded: bool,
 ) -> tuple[StatusAssessment, str]:
     """``(the assessment as the checks leave it, why it changed or "")`` (see the module docstring)."""
-    reasons = unmet(deliverable, decision, nodes, results, capabilities, workspace)
+    reasons = unmet(deliverable, decision, nodes, results, capabilities, workspace, goal)
     if small_model:
         unread = unread_files(goal, nodes, results, capabilities, workspace, deliverable)
         if unread:

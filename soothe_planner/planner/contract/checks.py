@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from soothe_planner.dag import REFERENCE_RE, parse_token
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract.declare import mentions
 from soothe_planner.planner.contract.evidence import (
     counted,
     delivered_text,
@@ -148,8 +149,12 @@ def unmet(
     results: Sequence[StepResult],
     capabilities: Mapping[str, Capability] | None,
     workspace: str | None,
+    goal: str = "",
 ) -> list[str]:
-    """Why the deliverable is not yet delivered ([] when every check passes, or there is no deliverable)."""
+    """Why the deliverable is not yet delivered ([] when every check passes, or there is no deliverable).
+
+    ``goal``: for ``every_match``, the lines found are all the lines only when a search covered the
+    whole workspace or a path the goal writes out (a search of one file found one FIXME of four)."""
     if deliverable is None:
         return []
     completed = {r.step_id: r for r in results if r.success}
@@ -203,6 +208,11 @@ def unmet(
         if fold(h) not in fold(whole):
             problems.append(f"the delivered text does not hold {h!r}, which the goal's deliverable requires")
     if deliverable.every_match:
+        narrow = _narrow_searches(goal, results)
+        if narrow:
+            problems.append(f"the deliverable must carry every matching line, and the searches looked only in "
+                            f"{', '.join(repr(p) for p in narrow)}: search '.' (the whole workspace) or the path "
+                            "the goal names")
         found, missing, holders = lines_left_out(whole, list(by_id.values()), results)
         if missing:
             problems.append(f"the deliverable must carry every line the searches found, and it carries {found - len(missing)} "
@@ -218,3 +228,13 @@ def _content_of(step: Step, completed: Mapping[str, StepResult], capabilities: M
     rest = {k: v for k, v in step.args.items() if k != cap.writes_path_arg}
     other = step.model_copy(update={"args": rest})
     return delivered_text(other, completed)
+
+
+def _narrow_searches(goal: str, results: Sequence[StepResult]) -> list[str]:
+    """The paths searched, when no search that found lines covered the whole workspace or a path
+    ``goal`` writes out ([] when one did, or no search reported its lines)."""
+    paths = [str(r.outcome.get("path") or ".").strip().strip("/") or "." for r in results
+             if r.success and isinstance(r.outcome.get("lines"), list) and r.outcome.get("exact") is not False]
+    if not paths or any(p == "." or (goal and mentions(goal, p)) for p in paths):
+        return []
+    return list(dict.fromkeys(paths))
