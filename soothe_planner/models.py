@@ -522,6 +522,11 @@ class PlannerSettings(_Model):
         "rules, grounded answers, the prescribed write, the plan grammar's owed write; None: on when the model "
         "declares them (the embedded model does), off for every other model.",
     )
+    reask_temperature: float | None = Field(
+        default=None, ge=0.0, le=2.0,
+        description="Sampling temperature of a re-ask after a plan was refused for its content (a greedy model "
+        "repeats itself); None: 0.7 with the small-model rules, else the model's own.",
+    )
     require_grounded_answer: bool | None = Field(
         default=None,
         description="A 'done' whose answer states a number, path, e-mail or URL that no tool returned "

@@ -265,3 +265,17 @@ async def test_the_step_that_gives_the_final_text_is_shown_the_request_and_its_p
     middle, last = model.calls[0].last_text, model.calls[1].last_text
     assert "Welcher Port für staging" not in middle
     assert "Welcher Port für staging" in last and "Port von staging; Port im Dockerfile" in last
+
+
+def test_a_reask_after_a_refusal_is_sampled_with_the_small_model_rules_and_reproducible() -> None:
+    from langchain_openai import ChatOpenAI
+
+    from soothe_planner.planner.small_model import REASK_TEMPERATURE
+
+    model = ChatOpenAI(model="m", api_key="k", base_url="http://127.0.0.1:9/v1", temperature=0)  # type: ignore[arg-type]
+    small = LLMPlanner(model, settings=COMPACT)
+    again = small._caller.reask_model(small.model, 1)
+    assert again.temperature == REASK_TEMPERATURE and again.seed == 2  # type: ignore[attr-defined]
+    assert small._caller.reask_model(small.model, 1).seed == again.seed  # type: ignore[attr-defined]
+    provider = LLMPlanner(model)  # no small-model rules: the model's own temperature
+    assert provider._caller.reask_model(provider.model, 0).temperature == 0  # type: ignore[attr-defined]

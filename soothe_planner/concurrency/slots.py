@@ -126,7 +126,9 @@ class Slots:
             if not granted:
                 self._waiters.remove(waiter)
         if granted:
-            self.release()
+            # This class's own release, not a subclass's: what was granted is the place here only
+            # (a shared cap's database row is taken after it, see shared.py).
+            Slots.release(self)
 
     def release(self) -> None:
         with self._lock:
@@ -149,7 +151,7 @@ class Slots:
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
         except RuntimeError:
             # Its event loop is closed: nobody will ever use this slot, pass it on.
-            self.release()
+            Slots.release(self)
 
     @asynccontextmanager
     async def hold(self) -> AsyncIterator[None]:

@@ -126,16 +126,31 @@ def counting_calls() -> Iterator[Tally]:
 class Caller:
     """One robust call path for every phase. Holds the settings, the controller and the stats."""
 
-    def __init__(self, settings: PlannerSettings, controller: ConcurrencyController, stats: PlannerStats) -> None:
+    def __init__(
+        self, settings: PlannerSettings, controller: ConcurrencyController, stats: PlannerStats,
+        *, reask_temperature: float | None = None,
+    ) -> None:
         self.settings = settings
         self.controller = controller
         self.stats = stats
+        self.reask_temperature = reask_temperature
         # with_structured_output derives a JSON schema from the pydantic class on every call (a few
         # ms); the bound runnable is the same for a given model, schema and method, so keep it. The
         # model is held in the value so its id cannot be reused while the entry lives.
         self._bound: dict[tuple[int, type[BaseModel], str], tuple[BaseChatModel, Runnable[Any, Any]]] = {}
         self.caps = OutputCaps(settings.max_output_tokens_per_call)
 
+
+    def reask_model(self, model: BaseChatModel, attempt: int) -> BaseChatModel:
+        """``model`` for re-ask ``attempt`` after a content refusal: sampled at ``reask_temperature``
+        with a seed per attempt (a run stays reproducible), or itself when unset or not settable."""
+        fields = type(model).model_fields
+        if self.reask_temperature is None or "temperature" not in fields:
+            return model
+        update: dict[str, Any] = {"temperature": self.reask_temperature}
+        if "seed" in fields:
+            update["seed"] = attempt + 1
+        return model.model_copy(update=update)
     def bound(self, model: BaseChatModel, schema: type[BaseModel], method: Method) -> Runnable[Any, Any]:
         """``model.with_structured_output(schema, method=..., include_raw=True)``, built once."""
         key = (id(model), schema, method)

@@ -217,10 +217,12 @@ class Ladder(Generic[R]):
 
     # -- the rungs ----------------------------------------------------------------------------
 
-    async def structured_attempt(self, kind: str, msgs: list[BaseMessage], call_phase: str) -> tuple[R, str]:
+    async def structured_attempt(
+        self, kind: str, msgs: list[BaseMessage], call_phase: str, model: BaseChatModel | None = None
+    ) -> tuple[R, str]:
         """Structured output (rung 1, and each structured re-ask); a reply that does not parse is salvaged."""
         try:
-            runnable = self.caller.bound(self.model, self.schema, self.method)
+            runnable = self.caller.bound(model or self.model, self.schema, self.method)
         except (NotImplementedError, ValueError, TypeError) as exc:
             raise Failed(kind, f"structured output unavailable: {exc}", "", semantic=False,
                           error_type="unsupported") from exc
@@ -257,10 +259,12 @@ class Ladder(Generic[R]):
         logger.info("%s: structured output failed to parse (%s); salvaged from the raw output", self.phase, reason)
         return value
 
-    async def raw_attempt(self, kind: str, msgs: list[BaseMessage], call_phase: str) -> tuple[R, str]:
+    async def raw_attempt(
+        self, kind: str, msgs: list[BaseMessage], call_phase: str, model: BaseChatModel | None = None
+    ) -> tuple[R, str]:
         """An unstructured call read by the lenient parser (rung 3, and each re-ask in raw mode)."""
         try:
-            message = await self._send(self.model, msgs, call_phase)
+            message = await self._send(model or self.model, msgs, call_phase)
         except PlannerError:
             raise
         except Exception as exc:
@@ -296,7 +300,9 @@ class Ladder(Generic[R]):
         self.stats.reask += 1
         logger.warning("%s: re-ask %d of %d after: %s", self.phase, n + 1, retries, last.error)
         attempt = self.structured_attempt if mode == "structured" else self.raw_attempt
-        got = await self.guarded("reask", attempt("reask", msgs, "plan-reask"))
+        # a content refusal re-asked of a greedy model mostly gets the same answer back: sampled, if set
+        model = self.caller.reask_model(self.model, n) if last.semantic else self.model
+        got = await self.guarded("reask", attempt("reask", msgs, "plan-reask", model))
         if isinstance(got, Failed):
             got.attempt_kind = "reask" if got.attempt_kind != "salvage" else "salvage"
             return self.record(got)

@@ -77,7 +77,7 @@ from soothe_planner.planner.progress import direct_failures, has_plan, plan_prog
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
-from soothe_planner.planner.small_model import small_model_rules_on
+from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
 from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_note
 from soothe_planner.planner.small_model.plan_rules import write_owed
 from soothe_planner.planner.stats import PlannerStats
@@ -137,13 +137,14 @@ class LLMPlanner(SyncPlannerMethods):
         self.model = self.controller.wrap_model(model)
         self.assess_model = self.controller.wrap_model(assess_model) if assess_model is not None else self.model
         self.stats = PlannerStats()
-        self._caller = Caller(self.settings, self.controller, self.stats)
+        self._caller = Caller(self.settings, self.controller, self.stats)  # re-ask sampling: set below
         self._pm_factory = plan_manager_factory or self._default_manager
         # temperature 0: the same call on the same data gives the same output (the executor's model
         # steps run on the run's model too, as a run builds them), so a plan of finished work is refused
         self._greedy = getattr(model, "temperature", None) == 0
         # the policies that exist because a model is small (planner/small_model/): one switch
         self.small_model = small_model_rules_on(self.settings, model)
+        self._caller.reask_temperature = reask_temperature(self.settings, self.small_model)
 
     def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
         names = context.capability_names()

@@ -12,6 +12,7 @@ states a number no tool returned and calls the goal done. The policies here catc
   that names a workspace file is not done until a step looked in it; a ``continue`` over a
   finished plan whose answer every tool output vouches for becomes ``done``; when every plan the
   model writes is refused, the write that carries every line the searches found is planned for it.
+- ``reask_temperature``: a re-ask after a content refusal is sampled, not greedy.
 - Elsewhere, switched by the same flag: the plan grammar's owed write (``planner/plan_syntax``),
   the model step's ``MISSING:`` reply (``execution``), the built-ins' nearest lines and the
   search that passes over the run's own files (``tools``, through the config).
@@ -27,7 +28,12 @@ from collections.abc import Mapping
 
 from soothe_planner.models import PlannerSettings
 
-__all__ = ["SMALL_MODEL_KEY", "small_model_rules_on"]
+__all__ = ["REASK_TEMPERATURE", "SMALL_MODEL_KEY", "reask_temperature", "small_model_rules_on"]
+
+REASK_TEMPERATURE = 0.7
+"""A re-ask after a content refusal is sampled at this temperature with the small-model rules: the
+embedded model decodes greedily, and shown its refused plan with the reason, it wrote the same plan
+again on most re-asks."""
 
 SMALL_MODEL_KEY = "soothe_small_model_rules"
 """The key under which a chat model's ``metadata`` asks for the small-model rules."""
@@ -39,3 +45,11 @@ def small_model_rules_on(settings: PlannerSettings, model: object) -> bool:
         return settings.small_model_rules
     metadata = getattr(model, "metadata", None)
     return isinstance(metadata, Mapping) and metadata.get(SMALL_MODEL_KEY) is True
+
+
+def reask_temperature(settings: PlannerSettings, small_model: bool) -> float | None:
+    """The temperature of a re-ask after a content refusal: ``settings.reask_temperature`` when set,
+    else ``REASK_TEMPERATURE`` with the small-model rules, else none (the model's own)."""
+    if settings.reask_temperature is not None:
+        return settings.reask_temperature
+    return REASK_TEMPERATURE if small_model else None
