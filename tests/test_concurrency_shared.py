@@ -183,3 +183,27 @@ async def test_a_controller_on_the_postgres_backend_limits_calls_and_keeps_its_b
     results = await asyncio.gather(*(call() for _ in range(6)), return_exceptions=True)
     assert peak == 2
     assert sum(isinstance(r, LLMBudgetExceeded) for r in results) == 1  # the sixth call never reached a slot
+
+
+async def test_a_local_grant_abandoned_by_a_cancelled_waiter_goes_back_without_the_shared_release() -> None:
+    # SharedSlots.release gives back a database row; a place granted locally to a waiter that is
+    # cancelled before it runs has no row yet, so giving it back must not call that release.
+    from soothe_planner.concurrency.slots import Slots
+
+    class Counting(Slots):
+        releases = 0
+
+        def release(self) -> None:
+            self.releases += 1
+            super().release()
+
+    slots = Counting(1)
+    await slots.acquire()
+    waiter = asyncio.create_task(slots.acquire())
+    await asyncio.sleep(0)  # queued behind the holder
+    slots.release()  # handed over to the waiter...
+    waiter.cancel()  # ...which is cancelled before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert slots.in_flight == 0
+    assert slots.releases == 1  # only the holder's own release
