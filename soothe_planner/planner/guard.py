@@ -30,6 +30,7 @@ from soothe_planner.planner.contract import lines_left_out, read_back, unmet
 from soothe_planner.planner.small_model.grounding import (
     grounded_answer,
     guard_note,
+    off_subject,
     ungrounded_facts,
     unread_files,
 )
@@ -63,6 +64,11 @@ def guard_assessment(
             if missing:
                 reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, "
                                "found in no tool output")
+            unseen, added = off_subject(goal, decision, nodes, results)
+            if unseen:
+                reasons.append(f"the goal names {', '.join(repr(v) for v in unseen[:3])}, which no tool output "
+                               f"holds, yet the answer states {', '.join(repr(f) for f in added[:3])}: it is about "
+                               "something else; if the workspace lacks it, the answer says so")
         if not reasons:
             return a, ""
         why = "; ".join(reasons)
@@ -76,7 +82,7 @@ def guard_assessment(
         found, missing, _ = lines_left_out(_file_text(deliverable, workspace), nodes, results)
         if found and not missing:
             why = f"the plan ran to its end and {', '.join(deliverable.files)} holds every one of the {found} lines found"
-    if not why and grounded:
+    if not why and grounded and not off_subject(goal, decision, nodes, results)[0]:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
 __all__ = ["Dropped", "answer_facts", "checked_steps", "dropped_lines", "grounded_answer", "guard_note",
-           "guard_reasons", "ungrounded_facts", "unread_files"]
+           "guard_reasons", "off_subject", "ungrounded_facts", "unread_files"]
 
 Step = PlanStep | StepAction
 _FACT = re.compile(
@@ -286,3 +286,32 @@ def dropped_lines(
         if missing and "content" in schema:
             return Dropped(step.id, found, missing, tuple(holders), name, cap.name, cap.writes_path_arg)
     return None
+
+
+_VALUE = re.compile(r"\b\d+(?:[.,]\d+)*\b|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+"""A value a goal names: a number or version, an e-mail address (the shape, not a word of any language)."""
+
+
+def off_subject(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+) -> tuple[list[str], list[str]]:
+    """``(values the goal names that no tool output holds, facts the answer adds)`` when both are
+    non-empty, else ``([], [])``.
+
+    A value the goal names (a version, a year, a number, an address) that no tool of the run
+    returned means the evidence never reached the goal's subject; an answer that still states facts
+    of its own is about something else. "What changed in 1.3.0?" was answered with the changes of
+    1.2.1, every fact of it from the changelog, none about 1.3.0, which the changelog lacks. An
+    answer that states no fact beyond the goal's ("1.3.0 is not in the changelog") passes.
+    """
+    asked = list(dict.fromkeys(m.group(0).rstrip(".,") for m in _VALUE.finditer(goal)))
+    if not asked:
+        return [], []
+    outputs = "\n".join(r.output for r in results if r.success and any(n.id == r.step_id and (n.tool or n.tools)
+                                                                      for n in nodes))
+    unseen = [v for v in asked if not _contains(outputs, v)]
+    judged = _judge(goal, decision, nodes, results)
+    if not unseen or judged is None:
+        return [], []
+    added = [f for f in judged.facts if not _contains(goal, f)]
+    return (unseen, added) if added else ([], [])
