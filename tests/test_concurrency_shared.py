@@ -207,3 +207,23 @@ async def test_a_local_grant_abandoned_by_a_cancelled_waiter_goes_back_without_t
         await waiter
     assert slots.in_flight == 0
     assert slots.releases == 1  # only the holder's own release
+
+
+@pytest.mark.postgres
+async def test_a_connection_the_server_dropped_is_replaced_and_the_cap_goes_on() -> None:
+    import psycopg
+
+    dsn, scope = _dsn(), f"t-{uuid.uuid4().hex[:8]}"
+    slots = SharedSlots(1, dsn=dsn, scope=scope, lease_s=30)
+    await slots.acquire()
+    slots.release()
+    await _until(lambda: _held(dsn, scope) == 0 and slots.in_flight == 0)
+    assert slots._agent is not None
+    pid = slots._agent._db.info.backend_pid
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    await slots.acquire()  # the first statement finds the connection broken and opens another
+    try:
+        assert _held(dsn, scope) == 1 and slots._agent._db.info.backend_pid != pid
+    finally:
+        slots.release()

@@ -25,7 +25,10 @@ What was weighed — a lease with an expiry, or session-level advisory locks:
   call may run longer than the lease; a process that dies stops renewing and its rows are free
   ``lease_s`` after their last renewal at the latest (the database's clock, no clock of ours is
   compared). It works through any pooler, costs two short statements per call, and a lost lease
-  is *noticed* (the renewal does not return it) instead of vanishing. The price: a SIGKILLed
+  is *noticed* (the renewal does not return it) instead of vanishing; a lease that expired while
+  its holder was slow but whose row nobody took (the row still names it) is simply renewed.
+  A broken connection is replaced on the next statement; a take that keeps failing for a whole
+  lease fails its call, which leaves the run resumable. The price: a SIGKILLed
   process's slots come back after up to ``lease_s``, not at once, and a holder cut off from the
   database for longer than ``lease_s`` loses its slots while its calls go on; it logs that, and
   cannot recall a request already sent to a provider (no limiter can).
@@ -94,7 +97,7 @@ WITH freed AS (
 SELECT pg_notify('{CHANNEL}', %(scope)s) FROM freed"""
 _RENEW = f"""
 UPDATE {TABLE} SET expires_at = now() + make_interval(secs => %(lease)s)
-WHERE scope = %(scope)s AND holder = ANY(%(holders)s) AND expires_at >= now()
+WHERE scope = %(scope)s AND holder = ANY(%(holders)s)
 RETURNING holder"""
 
 
@@ -161,6 +164,14 @@ class _Agent:
         self._tasks = [asyncio.create_task(self._listener()), asyncio.create_task(self._renewer())]
         self._ready.set_result(None)
 
+    async def _execute(self, query: str, params: Any) -> Any:
+        """Run one statement, on a new connection if the last one broke (a server restart, a network blip)."""
+        if self._db.closed or self._db.broken:
+            import psycopg
+
+            self._db = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True)
+        return await self._db.execute(query, params)
+
     async def _bump(self) -> None:
         async with self._changed:
             self._changes += 1
@@ -187,7 +198,7 @@ class _Agent:
                 continue
             holders = list(self.held)
             try:
-                cur = await self._db.execute(
+                cur = await self._execute(
                     _RENEW, {"scope": self.scope, "holders": holders, "lease": self.lease_s}
                 )
                 kept = {row[0] for row in await cur.fetchall()}
@@ -204,16 +215,28 @@ class _Agent:
 
     async def _try_take(self) -> str | None:
         holder = f"{self.ident}#{next(self._serial)}"
-        cur = await self._db.execute(
+        cur = await self._execute(
             _TAKE, {"holder": holder, "scope": self.scope, "cap": self.cap, "lease": self.lease_s}
         )
         return holder if await cur.fetchone() is not None else None
 
     async def _take(self, request: _Take) -> None:
+        failing_since: float | None = None
         try:
             while not request.abandoned and not request.future.cancelled():
                 seen = self._changes
-                holder = await self._try_take()
+                try:
+                    holder = await self._try_take()
+                except Exception:
+                    # The database is unreachable: retry on a new connection for up to a lease,
+                    # then fail the call (a run stays resumable) rather than wait without end.
+                    now = asyncio.get_running_loop().time()
+                    failing_since = now if failing_since is None else failing_since
+                    if now - failing_since >= self.lease_s:
+                        raise
+                    await asyncio.sleep(self.poll_s)
+                    continue
+                failing_since = None
                 if holder is not None:
                     self.held.add(holder)
                     with request.lock:
@@ -240,7 +263,7 @@ class _Agent:
             return  # its lease was lost; the row is someone else's now
         self.held.discard(holder)
         try:
-            await self._db.execute(_GIVE, {"scope": self.scope, "holders": [holder]})
+            await self._execute(_GIVE, {"scope": self.scope, "holders": [holder]})
         except Exception as exc:  # the row comes back when its lease expires
             log.warning("shared LLM slots: giving a slot back failed (%s); it expires in %s s",
                         type(exc).__name__, self.lease_s)
@@ -249,7 +272,7 @@ class _Agent:
     async def _give_all(self) -> None:
         holders, self.held = list(self.held), set()
         if holders:
-            await self._db.execute(_GIVE, {"scope": self.scope, "holders": holders})
+            await self._execute(_GIVE, {"scope": self.scope, "holders": holders})
 
     # -- callers' threads ----------------------------------------------------------------------
 
