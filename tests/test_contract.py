@@ -223,7 +223,7 @@ def test_no_pattern_or_word_list_is_applied_to_the_goals_text() -> None:
                     offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
     assert offenders == []
     source = "\n".join(p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py"))
-    for gone in ("_WRITE_VERB", "_COUNT_TASK", "_QUALIFIED", "_EVERY_LINE_GOAL", "echoed_goal", "files_to_write"):
+    for gone in ("_WRITE_VERB", "_COUNT_TASK", "_QUALIFIED", "_EVERY_LINE_GOAL", "files_to_write", "_MAKE_VERB"):
         assert gone not in source, gone
 
 
@@ -310,3 +310,21 @@ def test_an_answer_with_facts_of_its_own_about_a_value_no_tool_returned_is_off_s
     assert off_subject(goal, decision, [n1, n2], [r1, r2]) == ([], [])
     n2, r2 = _ran(answer, "Am 2024-05-14: fixed the weekend surcharge")
     assert off_subject("Was hat sich in 1.2.1 geändert?", decision, [n1, n2], [r1, r2]) == ([], [])
+
+
+def test_an_echo_is_refused_in_any_language_but_a_choice_between_named_values_is_an_answer() -> None:
+    from soothe_planner.planner.small_model.grounding import echoed_goal, gave_no_answer
+
+    answer = StepAction(id="s1", description="answer")
+    decision = AgentDecision(steps=[answer])
+
+    def said(text: str) -> list[StepResult]:
+        return [StepResult(step_id="s1", success=True, output=text)]
+
+    assert echoed_goal("Which Python module imports the requests library?", decision, said("requests"))
+    assert echoed_goal("¿Qué módulo importa la biblioteca requests?", decision, said("Requests."))
+    assert not echoed_goal("Which file is longer, setup.py or README.md?", decision, said("README.md"))
+    assert not echoed_goal("Which module imports requests?", decision, said("src/sync.py"))
+    search = StepAction(id="s0", description="search", tool="search_text", args={"pattern": "port"})
+    assert gave_no_answer(AgentDecision(steps=[search]), [StepResult(step_id="s0", success=True, output="a:1: port")])
+    assert not gave_no_answer(decision, said("8080"))

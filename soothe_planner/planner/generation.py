@@ -129,7 +129,7 @@ def decision_validator(
         if small_model:
             nodes = pm.nodes if pm is not None else []
             owed = owed_writes(deliverable, gen.decision, nodes, by_name)
-            problems += [p for p in (ends_in_gathering(gen.decision, by_name),
+            problems += [p for p in (ends_in_gathering(gen.decision, by_name, deliverable),
                                      # a plan with no write of the file at all is told that, once
                                      *(owed or answers_meant_as_writes(deliverable, gen.decision, by_name)),
                                      *retries_missing_data(gen.decision, nodes),

@@ -6,11 +6,13 @@ One place where an assessment meets the checks, so the planner core reads as a g
   or changed file, a count no tool counted, a line the searches found left out) becomes ``replan``,
   the reasons written at the front of its summary (``guard_note``) where the next plan reads them.
 - With the small-model rules (``small_model/``): a ``done`` over a fact no tool returned
-  (``require_grounded_answer``), or over a file the goal names that no step looked in, becomes
-  ``replan`` too; and a ``continue`` over a finished plan whose deliverable is delivered, and whose
-  answer every tool output vouches for (or whose file carries every line the searches found),
-  becomes ``done``. A count is never promoted: what a tool counted may not be what the goal asks,
-  and only the assessing model, shown what was counted, can say so.
+  (``require_grounded_answer``), over an answer about something else than a value the goal names,
+  over a file the goal names that no step looked in, over tool outputs with no answer step, or over
+  an echo of the goal's words, becomes ``replan`` too; and a ``continue`` over a finished plan whose
+  deliverable is delivered and whose answer every tool output vouches for becomes ``done``. A count
+  is never promoted (what a tool counted may not be what the goal asks, and only the assessing model,
+  shown what was counted, can say so), nor is a file for carrying every line found (a model's
+  "every match" and its choice of search were seen wrong together).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import lines_left_out, read_back, unmet
+from soothe_planner.planner.contract import unmet
 from soothe_planner.planner.small_model.grounding import (
+    echoed_goal,
+    gave_no_answer,
     grounded_answer,
     guard_note,
     off_subject,
@@ -58,6 +62,12 @@ def guard_assessment(
         unread = unread_files(goal, nodes, results, capabilities, workspace, deliverable)
         if unread:
             reasons.append(f"the goal names {', '.join(unread)}, and no completed step looked in it")
+        if deliverable is not None and deliverable.kind == "answer" and a.status == "done":
+            if gave_no_answer(decision, results):
+                reasons.append("the last plan ends in tool outputs, not in an answer step: end it with an answer "
+                               "step that answers the goal from them")
+            elif echoed_goal(goal, decision, results):
+                reasons.append("the answer only repeats words of the goal")
     if a.status == "done":
         if not reasons and grounded:
             step_id, missing = ungrounded_facts(goal, decision, nodes, results)
@@ -77,12 +87,10 @@ def guard_assessment(
     if a.status != "continue" or not plan_finished or reasons or not small_model or deliverable is None \
             or deliverable.kind == "count":
         return a, ""
+    # a file that carries every line found is not read as done: a model's "every match" and its choice of
+    # search were seen wrong together (one line of the wrong word, written whole, would have been "done")
     why = ""
-    if deliverable.kind == "file" and deliverable.every_match and _searched_the_goals_words(goal, results):
-        found, missing, _ = lines_left_out(_file_text(deliverable, workspace), nodes, results)
-        if found and not missing:
-            why = f"the plan ran to its end and {', '.join(deliverable.files)} holds every one of the {found} lines found"
-    if not why and grounded and not off_subject(goal, decision, nodes, results)[0]:
+    if grounded and not off_subject(goal, decision, nodes, results)[0] and not echoed_goal(goal, decision, results):
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if step_id:
             why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
@@ -92,20 +100,3 @@ def guard_assessment(
     update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
     return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
 
-
-def _file_text(deliverable: Deliverable, workspace: str | None) -> str:
-    return "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
-
-
-def _searched_the_goals_words(goal: str, results: Sequence[StepResult]) -> bool:
-    """Whether every search that found lines looked for text the goal itself writes, whole and
-    literally, and was not cut: only then are "the lines found" the lines the goal asks for (a
-    search for a word of the model's choosing found one line, the wrong one, and a file holding it
-    was read as done)."""
-    searches = [r for r in results if r.success and isinstance(r.outcome.get("lines"), list)]
-    folded = goal.casefold()
-    return bool(searches) and all(
-        not r.outcome.get("regex") and r.outcome.get("complete", True) is not False
-        and str(r.outcome.get("pattern") or "").strip().casefold() in folded
-        and str(r.outcome.get("pattern") or "").strip() != ""
-        for r in searches)

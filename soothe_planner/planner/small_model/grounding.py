@@ -47,8 +47,8 @@ from soothe_planner.tools import workspace_files
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
-__all__ = ["Dropped", "answer_facts", "checked_steps", "dropped_lines", "grounded_answer", "guard_note",
-           "guard_reasons", "off_subject", "ungrounded_facts", "unread_files"]
+__all__ = ["Dropped", "answer_facts", "checked_steps", "dropped_lines", "echoed_goal", "gave_no_answer",
+           "grounded_answer", "guard_note", "guard_reasons", "off_subject", "ungrounded_facts", "unread_files"]
 
 Step = PlanStep | StepAction
 _FACT = re.compile(
@@ -310,8 +310,47 @@ def off_subject(
     outputs = "\n".join(r.output for r in results if r.success and any(n.id == r.step_id and (n.tool or n.tools)
                                                                       for n in nodes))
     unseen = [v for v in asked if not _contains(outputs, v)]
-    judged = _judge(goal, decision, nodes, results)
-    if not unseen or judged is None:
+    answer = _final_answer(decision, results)
+    if not unseen or answer is None:
         return [], []
-    added = [f for f in judged.facts if not _contains(goal, f)]
-    return (unseen, added) if added else ([], [])
+    added = [f for f in answer_facts(answer) if not _contains(goal, f)]
+    # an answer that says the value is not there names it; one about something else does not
+    unnamed = [v for v in unseen if not _contains(answer, v)]
+    return (unseen, added or [f"no mention of {v}" for v in unnamed]) if added or unnamed else ([], [])
+
+
+def _final_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> str | None:
+    """The text of the last decision's final model steps that succeeded (None when there is none)."""
+    if decision is None:
+        return None
+    needed = {d for s in decision.steps for d in s.depends_on}
+    ok = {r.step_id: r.output for r in results if r.success}
+    texts = [ok[s.id] for s in decision.steps if s.id not in needed and is_model_step(s) and s.id in ok]
+    return "\n".join(texts) if texts else None
+
+
+_TOKEN = re.compile(r"[^\W_]+")
+
+
+def echoed_goal(goal: str, decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
+    """Whether the final answer is made only of the goal's own words, and is not a choice between
+    the values the goal names ("which is longer, a.py or b.py?" answered "b.py" chooses).
+
+    "Which module imports the requests library?" answered "requests" adds nothing to the question.
+    Words are compared as tokens of any script, case aside; no word of any language is listed."""
+    answer = _final_answer(decision, results)
+    if not answer:
+        return False
+    said = {t.casefold() for t in _TOKEN.findall(answer)}
+    asked = {t.casefold() for t in _TOKEN.findall(goal)}
+    if not said or not said <= asked:
+        return False
+    options = [f.casefold() for f in answer_facts(goal)]
+    chosen = [f for f in answer_facts(answer) if f.casefold() in options]
+    return not (len(options) >= 2 and chosen)
+
+
+def gave_no_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
+    """Whether the last decision ends in no model step that succeeded: its outputs are tool
+    outputs (a search's lines, a file), not an answer to the question."""
+    return decision is not None and bool(decision.steps) and _final_answer(decision, results) is None

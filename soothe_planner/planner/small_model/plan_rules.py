@@ -61,7 +61,9 @@ def answers_meant_as_writes(
     return problems
 
 
-def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capability] | None) -> str:
+def ends_in_gathering(
+    decision: AgentDecision, capabilities: Mapping[str, Capability] | None, deliverable: Deliverable | None = None
+) -> str:
     """Why a plan whose every final step only reads is refused (compact profile), or "".
 
     A final step's output goes nowhere but the evidence; a small model that stops at "search" or
@@ -75,8 +77,9 @@ def ends_in_gathering(decision: AgentDecision, capabilities: Mapping[str, Capabi
         if not step.tool:
             return False  # a model step writes the answer; a subagent does the work itself
         cap = capabilities.get(step.tool) if capabilities else None
-        # a count is an answer: its number is what a "how many" goal hands back
-        return cap is not None and cap.read_only and not cap.counts
+        # a count is the answer when the deliverable is a count; otherwise it is one more reading
+        counted = cap is not None and cap.counts and deliverable is not None and deliverable.kind == "count"
+        return cap is not None and cap.read_only and not counted
     if finals and all(gathers(s) for s in finals):
         ids = ", ".join(f"{s.id} ({s.tool})" for s in finals)
         return (f"the plan ends with {ids}, which only read: end it with an answer step that depends on "
