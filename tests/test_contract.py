@@ -328,3 +328,17 @@ def test_an_echo_is_refused_in_any_language_but_a_choice_between_named_values_is
     search = StepAction(id="s0", description="search", tool="search_text", args={"pattern": "port"})
     assert gave_no_answer(AgentDecision(steps=[search]), [StepResult(step_id="s0", success=True, output="a:1: port")])
     assert not gave_no_answer(decision, said("8080"))
+
+
+def test_a_small_models_answer_must_carry_something_the_tools_returned() -> None:
+    from soothe_planner.planner.small_model.grounding import states_nothing_read
+
+    read = StepAction(id="s1", description="read", tool="read_file", args={"path": "docs/ops.md"})
+    answer = StepAction(id="s2", description="answer", depends_on=["s1"])
+    n1, r1 = _ran(read, "Rollback: redeploy the previous binary; migrations are forward-only. Page Dariusz Mensah.")
+    decision = AgentDecision(steps=[read, answer])
+    for text, nothing in (("Yes, the rollback undoes the migrations.", True),
+                          ("No: migrations are forward-only; page Dariusz Mensah.", False),
+                          ("Llame a Dariusz Mensah.", False)):
+        n2, r2 = _ran(answer, text)
+        assert states_nothing_read("Who? Why?", decision, [n1, n2], [r1, r2]) is nothing, text

@@ -198,7 +198,10 @@ def _ran(*steps: tuple[str, str | None, str, list[str]]) -> tuple[AgentDecision,
 def test_facts_are_the_tokens_a_model_cannot_paraphrase() -> None:
     text = "Port 8443 in config/server.toml; mail priya@x.example, see https://a.example/api/x. Version 2.3.1."
     assert answer_facts(text) == ["8443", "config/server.toml", "priya@x.example", "https://a.example/api/x", "2.3.1"]
-    assert answer_facts("The Notes class stores notes.") == []
+    assert answer_facts("the notes class stores notes.") == []
+    # names of capitalised words, quoted commands and flags are facts too, in any script with case
+    assert answer_facts("Page Dariusz Mensah, or run `harbor export --format csv`; or --dry-run.") == [
+        "Page Dariusz Mensah", "harbor export --format csv", "--dry-run"]
 
 
 def test_an_answer_copied_from_a_tool_output_is_grounded_and_a_computed_one_is_not() -> None:

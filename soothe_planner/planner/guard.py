@@ -35,6 +35,7 @@ from soothe_planner.planner.small_model.grounding import (
     grounded_answer,
     guard_note,
     off_subject,
+    states_nothing_read,
     ungrounded_facts,
     unread_files,
 )
@@ -68,6 +69,9 @@ def guard_assessment(
                                "step that answers the goal from them")
             elif echoed_goal(goal, decision, results):
                 reasons.append("the answer only repeats words of the goal")
+            elif grounded and states_nothing_read(goal, decision, nodes, results):
+                reasons.append("the answer states nothing a tool returned (no name, number, path or quoted text of "
+                               "the evidence): answer with what the outputs say")
     if a.status == "done":
         if not reasons and grounded:
             step_id, missing = ungrounded_facts(goal, decision, nodes, results)

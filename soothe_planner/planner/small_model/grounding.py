@@ -47,8 +47,21 @@ from soothe_planner.tools import workspace_files
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
 
-__all__ = ["Dropped", "answer_facts", "checked_steps", "dropped_lines", "echoed_goal", "gave_no_answer",
-           "grounded_answer", "guard_note", "guard_reasons", "off_subject", "ungrounded_facts", "unread_files"]
+__all__ = [
+    "Dropped",
+    "answer_facts",
+    "checked_steps",
+    "dropped_lines",
+    "echoed_goal",
+    "gave_no_answer",
+    "grounded_answer",
+    "guard_note",
+    "guard_reasons",
+    "off_subject",
+    "states_nothing_read",
+    "ungrounded_facts",
+    "unread_files",
+]
 
 Step = PlanStep | StepAction
 _FACT = re.compile(
@@ -57,16 +70,20 @@ _FACT = re.compile(
     r"|(?:[\w.-]+/)+[\w.-]+"  # a path with a folder
     r"|\b[\w-]+\.(?:py|md|txt|toml|yaml|yml|json|csv|cfg|ini|js|ts|rs|go|java|c|h|sh|bib|sql|mod|env)\b"  # a file name
     r"|(?<![\w&])#[\w][\w-]*"  # a channel or tag
+    r"|(?<![\w-])--[^\W\d_][\w-]*"  # a command-line flag
+    r"|`[^`\n]{2,80}`"  # a quoted command or name
+    r"|\b[^\W\d_a-z][^\W_]+(?:[ ][^\W\d_a-z][^\W_]+)+"  # a name of capitalised words
     r"|\b\d+(?:[.,]\d+)*\b"  # a number, a version
 )
 _ALL_FILES = 1_000_000
 
 
 def answer_facts(text: str) -> list[str]:
-    """The checkable facts ``text`` states, in order, each once (trailing punctuation dropped)."""
+    """The checkable facts ``text`` states, in order, each once (trailing punctuation dropped; a
+    quoted span is checked without its backticks)."""
     out: dict[str, None] = {}
     for m in _FACT.finditer(text):
-        fact = m.group(0).rstrip(".,;:")
+        fact = m.group(0).rstrip(".,;:").strip("`").strip()
         if fact:
             out[fact] = None
     return list(out)
@@ -178,10 +195,20 @@ def _judge(
     fed_by = ancestors({n.id: n.depends_on for n in nodes}, step.id)
     tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
     read = "\n".join(r.output for r in results if r.success and r.step_id in tool_ids)
-    facts = answer_facts(result.output)
+    facts = [f for f in (_as_found(f, read, goal) for f in answer_facts(result.output)) if f]
     in_read = {f for f in facts if _contains(read, f)}
     missing = [f for f in facts if not (f in in_read or _contains(goal, f))]
     return _Judged(step.id, facts, missing, [f for f in facts if f in in_read])
+
+
+def _as_found(fact: str, read: str, goal: str) -> str:
+    """``fact`` as it is checked: a name of capitalised words may have taken in the capitalised word
+    that opens its sentence ("Page Dariusz Mensah"), so a name not found whole is looked up without
+    its first word, and a two-word one that leaves one word is no name at all ("" : not a fact)."""
+    words = fact.split(" ")
+    if len(words) < 2 or not all(w[:1].isupper() for w in words) or _contains(read, fact) or _contains(goal, fact):
+        return fact
+    return " ".join(words[1:]) if len(words) > 2 else ""
 
 
 def ungrounded_facts(
@@ -354,3 +381,15 @@ def gave_no_answer(decision: AgentDecision | None, results: Sequence[StepResult]
     """Whether the last decision ends in no model step that succeeded: its outputs are tool
     outputs (a search's lines, a file), not an answer to the question."""
     return decision is not None and bool(decision.steps) and _final_answer(decision, results) is None
+
+
+def states_nothing_read(
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+) -> bool:
+    """Whether the final answer states no fact a tool output holds (no name, number, path, address or
+    quoted command of the evidence). A small model's answer that carries nothing of what the tools
+    returned ("Yes, the rollback undoes migrations." over a runbook that says the opposite) cannot be
+    told from a guess, so it does not end a goal; an answer that the fact is missing fails the goal
+    instead, which is what a goal the workspace cannot satisfy should do."""
+    judged = _judge(goal, decision, nodes, results)
+    return judged is not None and not judged.read
