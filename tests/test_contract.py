@@ -342,3 +342,18 @@ def test_a_small_models_answer_must_carry_something_the_tools_returned() -> None
                           ("Llame a Dariusz Mensah.", False)):
         n2, r2 = _ran(answer, text)
         assert states_nothing_read("Who? Why?", decision, [n1, n2], [r1, r2]) is nothing, text
+
+
+def test_an_answer_stating_fewer_facts_than_things_asked_left_one_out() -> None:
+    from soothe_planner.planner.small_model.grounding import parts_left_unanswered
+
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "port"})
+    answer = StepAction(id="s2", description="answer", depends_on=["s1"])
+    n1, r1 = _ran(search, "config/staging.toml:3: port = 8181\nDockerfile:9: EXPOSE 8080")
+    decision = AgentDecision(steps=[search, answer])
+    two = Deliverable(kind="answer", parts=["Port von staging", "Port im Dockerfile"])
+    n2, r2 = _ran(answer, "8080")
+    assert parts_left_unanswered("g", two, decision, [n1, n2], [r1, r2]) == (2, 1)
+    n2, r2 = _ran(answer, "staging: 8181, Dockerfile: 8080")
+    assert parts_left_unanswered("g", two, decision, [n1, n2], [r1, r2]) == (0, 0)
+    assert parts_left_unanswered("g", Deliverable(kind="answer", parts=["x"]), decision, [n1, n2], [r1, r2]) == (0, 0)

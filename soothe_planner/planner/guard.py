@@ -35,6 +35,7 @@ from soothe_planner.planner.small_model.grounding import (
     grounded_answer,
     guard_note,
     off_subject,
+    parts_left_unanswered,
     states_nothing_read,
     ungrounded_facts,
     unread_files,
@@ -72,6 +73,9 @@ def guard_assessment(
             elif grounded and states_nothing_read(goal, decision, nodes, results):
                 reasons.append("the answer states nothing a tool returned (no name, number, path or quoted text of "
                                "the evidence): answer with what the outputs say")
+            elif grounded and (gap := parts_left_unanswered(goal, deliverable, decision, nodes, results))[0]:
+                reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer "
+                               f"states {gap[1]} fact{'' if gap[1] == 1 else 's'} of the evidence: give each one")
     if a.status == "done":
         if not reasons and grounded:
             step_id, missing = ungrounded_facts(goal, decision, nodes, results)

@@ -65,7 +65,7 @@ __all__ = [
 
 Step = PlanStep | StepAction
 _FACT = re.compile(
-    r"https?://[^\s\"'<>`)\]]+"  # a URL
+    r"\b[a-z][a-z0-9+.-]{1,15}://[^\s\"'<>`)\]]+"  # a URL (https://, s3://, ...)
     r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)+"  # an e-mail address
     r"|(?:[\w.-]+/)+[\w.-]+"  # a path with a folder
     r"|\b[\w-]+\.(?:py|md|txt|toml|yaml|yml|json|csv|cfg|ini|js|ts|rs|go|java|c|h|sh|bib|sql|mod|env)\b"  # a file name
@@ -393,3 +393,23 @@ def states_nothing_read(
     instead, which is what a goal the workspace cannot satisfy should do."""
     judged = _judge(goal, decision, nodes, results)
     return judged is not None and not judged.read
+
+
+def parts_left_unanswered(
+    goal: str, deliverable: Deliverable | None, decision: AgentDecision | None, nodes: Sequence[Step],
+    results: Sequence[StepResult],
+) -> tuple[int, int]:
+    """``(things asked, distinct facts from the tools the answer states)`` when the deliverable names
+    two or more parts and the answer states fewer such facts than that, else ``(0, 0)``.
+
+    "What port does the staging config listen on, and which port does the Dockerfile expose?" was
+    answered with one port. Each thing asked needs something the evidence says; fewer facts than
+    things asked is an answer that left one out (it errs on refusing a right answer that gives two
+    things in one fact, which a failure shows, over calling a half answer done)."""
+    if deliverable is None or len(deliverable.parts) < 2:
+        return 0, 0
+    judged = _judge(goal, decision, nodes, results)
+    if judged is None:
+        return 0, 0
+    given = len({f.casefold() for f in judged.read})
+    return (len(deliverable.parts), given) if given < len(deliverable.parts) else (0, 0)
