@@ -185,20 +185,38 @@ def _judge(
     if not answer_steps:
         fed = {d for s in finals if s.tool for d in s.depends_on}
         answer_steps = [s for s in decision.steps if s.id in fed and is_model_step(s)]
-    if len(answer_steps) != 1:
+    if not answer_steps:
         return None
-    step = answer_steps[0]
-    result = by_id.get(step.id)
-    if result is None or not result.success:
-        return None
-    # only what fed the answer is a source: a write that runs after it echoes the answer's own text
-    fed_by = ancestors({n.id: n.depends_on for n in nodes}, step.id)
-    tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
-    read = "\n".join(r.output for r in results if r.success and r.step_id in tool_ids)
-    facts = [f for f in (_as_found(f, read, goal) for f in answer_facts(result.output)) if f]
-    in_read = {f for f in facts if _contains(read, f)}
-    missing = [f for f in facts if not (f in in_read or _contains(goal, f))]
-    return _Judged(step.id, facts, missing, [f for f in facts if f in in_read])
+    # several final answers are one answer in parts: each is judged against what fed it
+    graph = {n.id: n.depends_on for n in nodes}
+    facts: list[str] = []
+    missing: list[str] = []
+    read_facts: list[str] = []
+    for step in answer_steps:
+        result = by_id.get(step.id)
+        if result is None or not result.success:
+            return None
+        # only what fed the answer is a source: a write that runs after it echoes the answer's own text
+        fed_by = ancestors(graph, step.id)
+        tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
+        read = "\n".join(_without_line_labels(r) for r in results if r.success and r.step_id in tool_ids)
+        mine = [f for f in (_as_found(f, read, goal) for f in answer_facts(result.output)) if f]
+        facts += mine
+        read_facts += [f for f in mine if _contains(read, f)]
+        missing += [f for f in mine if not (_contains(read, f) or _contains(goal, f))]
+    return _Judged(", ".join(s.id for s in answer_steps), list(dict.fromkeys(facts)), list(dict.fromkeys(missing)),
+                   list(dict.fromkeys(read_facts)))
+
+
+_LINE_LABEL = re.compile(r"^[^\s:][^:\n]*:(\d+): ", re.MULTILINE)
+
+
+def _without_line_labels(result: StepResult) -> str:
+    """A tool's output as evidence: a search's ``path:N:`` labels kept for the path, not the line
+    number (a line number grounds no count or port: "10" was taken from ``staging.toml:10:``)."""
+    if not isinstance(result.outcome.get("lines"), list):
+        return result.output
+    return _LINE_LABEL.sub(lambda m: m.group(0)[: -len(m.group(1)) - 3] + " ", result.output)
 
 
 def _as_found(fact: str, read: str, goal: str) -> str:
