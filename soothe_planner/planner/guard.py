@@ -64,47 +64,57 @@ def guard_assessment(
         unread = unread_files(goal, nodes, results, capabilities, workspace, deliverable)
         if unread:
             reasons.append(f"the goal names {', '.join(unread)}, and no completed step looked in it")
-        if deliverable is not None and deliverable.kind == "answer" and a.status == "done":
-            if gave_no_answer(decision, results):
-                reasons.append("the last plan ends in tool outputs, not in an answer step: end it with an answer "
-                               "step that answers the goal from them")
-            elif echoed_goal(goal, decision, results):
-                reasons.append("the answer only repeats words of the goal")
-            elif grounded and states_nothing_read(goal, decision, nodes, results):
-                reasons.append("the answer states nothing a tool returned (no name, number, path or quoted text of "
-                               "the evidence): answer with what the outputs say")
-            elif grounded and (gap := parts_left_unanswered(goal, deliverable, decision, nodes, results))[0]:
-                reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer "
-                               f"states {gap[1]} fact{'' if gap[1] == 1 else 's'} of the evidence: give each one")
+        # the answer's checks hold for a "done" and for a "continue" read as one alike
+        if a.status in ("done", "continue"):
+            reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded)
     if a.status == "done":
-        if not reasons and grounded:
-            step_id, missing = ungrounded_facts(goal, decision, nodes, results)
-            if missing:
-                reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, "
-                               "found in no tool output")
-            unseen, added = off_subject(goal, decision, nodes, results)
-            if unseen:
-                reasons.append(f"the goal names {', '.join(repr(v) for v in unseen[:3])}, which no tool output "
-                               f"holds, yet the answer states {', '.join(repr(f) for f in added[:3])}: it is about "
-                               "something else; if the workspace lacks it, the answer says so")
         if not reasons:
             return a, ""
         why = "; ".join(reasons)
         update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5), "summary": guard_note(why, a.summary)}
         return a.model_copy(update=update), f"'done' turned into 'replan': {why}"
     if a.status != "continue" or not plan_finished or reasons or not small_model or deliverable is None \
-            or deliverable.kind == "count":
+            or deliverable.kind == "count" or not grounded:
         return a, ""
     # a file that carries every line found is not read as done: a model's "every match" and its choice of
     # search were seen wrong together (one line of the wrong word, written whole, would have been "done")
-    why = ""
-    if grounded and not off_subject(goal, decision, nodes, results)[0] and not echoed_goal(goal, decision, results):
-        step_id, facts = grounded_answer(goal, decision, nodes, results)
-        if step_id:
-            why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
-                   "each from a tool output")
-    if not why:
+    step_id, facts = grounded_answer(goal, decision, nodes, results)
+    if not step_id:
         return a, ""
+    why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
+           "each from a tool output")
     update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
     return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
 
+
+def _answer_reasons(
+    goal: str, deliverable: Deliverable | None, decision: AgentDecision | None,
+    nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], *, grounded: bool,
+) -> list[str]:
+    """Why a small model's answer (or the text written for a file) does not end the goal ([] if nothing)."""
+    kind = deliverable.kind if deliverable is not None else None
+    if kind == "answer" and gave_no_answer(decision, results):
+        return ["the last plan ends in tool outputs, not in an answer step: end it with an answer step that "
+                "answers the goal from them"]
+    if kind == "answer" and echoed_goal(goal, decision, results):
+        return ["the answer only repeats words of the goal"]
+    if not grounded:
+        return []
+    reasons = []
+    step_id, missing = ungrounded_facts(goal, decision, nodes, results)
+    if missing:
+        reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool "
+                       "output")
+    unseen, added = off_subject(goal, decision, nodes, results)
+    if unseen:
+        reasons.append(f"the goal names {', '.join(repr(v) for v in unseen[:3])}, which no tool output holds, yet "
+                       f"the answer states {', '.join(repr(f) for f in added[:3])}: it is about something else; if "
+                       "the workspace lacks it, the answer says so")
+    if kind == "answer" and states_nothing_read(goal, decision, nodes, results):
+        reasons.append("the answer states nothing a tool returned (no name, number, path or quoted text of the "
+                       "evidence): answer with what the outputs say")
+    gap = parts_left_unanswered(goal, deliverable, decision, nodes, results)
+    if gap[0] and deliverable is not None:
+        reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer states "
+                       f"{gap[1]} fact{'' if gap[1] == 1 else 's'} of the evidence: give each one")
+    return reasons
