@@ -357,3 +357,27 @@ def test_an_answer_stating_fewer_facts_than_things_asked_left_one_out() -> None:
     n2, r2 = _ran(answer, "staging: 8181, Dockerfile: 8080")
     assert parts_left_unanswered("g", two, decision, [n1, n2], [r1, r2]) == (0, 0)
     assert parts_left_unanswered("g", Deliverable(kind="answer", parts=["x"]), decision, [n1, n2], [r1, r2]) == (0, 0)
+
+
+@pytest.mark.parametrize(("lines", "promoted"), [(["a.py:1: # TODO: x", "b.md:2: TODO: y"], True),
+                                                 (["README.md:5: ## Installation"], False)])
+def test_a_file_of_every_line_found_ends_the_goal_only_for_two_lines_or_more(
+    tmp_path: Path, lines: list[str], promoted: bool
+) -> None:
+    from soothe_planner.tools import make_builtin_tools
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO", "path": "."})
+    write = StepAction(id="s2", description="write", tool="write_file",
+                       args={"path": "OUT.md", "content": "{{s1.output}}"}, depends_on=["s1"])
+    text = "\n".join(lines)
+    pattern = "TODO" if promoted else "Installation"
+    n1, r1 = _ran(search, text, {"lines": lines, "exact": True, "complete": True, "pattern": pattern, "path": "."})
+    n2, r2 = _ran(write, "wrote", {"path": "OUT.md", "blank": False})
+    (tmp_path / "OUT.md").write_text(text)
+    goal = "Schreibe jede Zeile mit TODO aus der Installation in OUT.md"
+    out, why = guard_assessment(goal, StatusAssessment(status="continue"),
+                                Deliverable(kind="file", files=["OUT.md"], every_match=True, declared_by="model"),
+                                AgentDecision(steps=[search, write]), [n1, n2], [r1, r2], caps, str(tmp_path),
+                                plan_finished=True, small_model=True, grounded=True)
+    assert (out.status == "done") is promoted, why

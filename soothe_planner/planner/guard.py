@@ -28,7 +28,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import unmet
+from soothe_planner.planner.contract import lines_left_out, read_back, unmet
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
     gave_no_answer,
@@ -76,13 +76,13 @@ def guard_assessment(
     if a.status != "continue" or not plan_finished or reasons or not small_model or deliverable is None \
             or deliverable.kind == "count" or not grounded:
         return a, ""
-    # a file that carries every line found is not read as done: a model's "every match" and its choice of
-    # search were seen wrong together (one line of the wrong word, written whole, would have been "done")
-    step_id, facts = grounded_answer(goal, decision, nodes, results)
-    if not step_id:
-        return a, ""
-    why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
-           "each from a tool output")
+    why = _every_line_written(goal, deliverable, nodes, results, workspace)
+    if not why:
+        step_id, facts = grounded_answer(goal, decision, nodes, results)
+        if not step_id:
+            return a, ""
+        why = (f"the plan ran to its end; {step_id} answers with {', '.join(repr(f) for f in facts[:5])}, "
+               "each from a tool output")
     update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
     return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
 
@@ -118,3 +118,27 @@ def _answer_reasons(
         reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer states "
                        f"{gap[1]} fact{'' if gap[1] == 1 else 's'} of the evidence: give each one")
     return reasons
+
+
+def _every_line_written(
+    goal: str, deliverable: Deliverable, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    workspace: str | None,
+) -> str:
+    """Why a file that must carry every match is done, or "": it holds every line the searches found,
+    the searches looked literally for text the goal writes out, whole (not cut, over the workspace or
+    a path the goal names), and found two lines or more. A single line found is no evidence that a
+    list was asked for: a model's "every match" and a search for a heading were seen wrong together,
+    and the one line written whole would have been read as done."""
+    if deliverable.kind != "file" or not deliverable.every_match or workspace is None:
+        return ""
+    searches = [r for r in results if r.success and isinstance(r.outcome.get("lines"), list)]
+    folded = goal.casefold()
+    if not searches or any(r.outcome.get("regex") or r.outcome.get("complete") is False
+                           or not str(r.outcome.get("pattern") or "").strip()
+                           or str(r.outcome.get("pattern") or "").strip().casefold() not in folded for r in searches):
+        return ""
+    text = "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
+    found, missing, _ = lines_left_out(text, nodes, results)
+    if found < 2 or missing:  # the caller checked the rest of the contract (``unmet``) already
+        return ""
+    return f"the plan ran to its end and {', '.join(deliverable.files)} holds every one of the {found} lines found"
