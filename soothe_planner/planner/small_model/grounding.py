@@ -200,7 +200,8 @@ def _judge(
         fed_by = ancestors(graph, step.id)
         tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
         read = "\n".join(_without_line_labels(r) for r in results if r.success and r.step_id in tool_ids)
-        mine = [f for f in (_as_found(f, read, goal) for f in answer_facts(result.output)) if f]
+        said = _LINE_LABEL.sub(_label_path, result.output)  # a line copied with its label: its number is no fact
+        mine = [f for f in (_as_found(f, read, goal) for f in answer_facts(said)) if f]
         facts += mine
         read_facts += [f for f in mine if _contains(read, f)]
         missing += [f for f in mine if not (_contains(read, f) or _contains(goal, f))]
@@ -216,7 +217,12 @@ def _without_line_labels(result: StepResult) -> str:
     number (a line number grounds no count or port: "10" was taken from ``staging.toml:10:``)."""
     if not isinstance(result.outcome.get("lines"), list):
         return result.output
-    return _LINE_LABEL.sub(lambda m: m.group(0)[: -len(m.group(1)) - 3] + " ", result.output)
+    return _LINE_LABEL.sub(_label_path, result.output)
+
+
+def _label_path(m: re.Match[str]) -> str:
+    """``path:N: `` as ``path `` (the path kept, the line number dropped)."""
+    return m.group(0)[: -len(m.group(1)) - 3] + " "
 
 
 def _as_found(fact: str, read: str, goal: str) -> str:
