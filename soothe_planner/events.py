@@ -88,6 +88,7 @@ class PlanEvent(TypedDict):
     plan_action: Literal["keep", "new"]
     steps: list[dict[str, Any]]  # each a StepAction as JSON: id, description, tools, depends_on, ...
     degraded: bool
+    refused: NotRequired[list[str]]  # why earlier answers of this plan call were refused before a re-ask mended it
 
 
 class StepStartedEvent(TypedDict):

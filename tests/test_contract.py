@@ -381,3 +381,24 @@ def test_a_file_of_every_line_found_ends_the_goal_only_for_two_lines_or_more(
                                 AgentDecision(steps=[search, write]), [n1, n2], [r1, r2], caps, str(tmp_path),
                                 plan_finished=True, small_model=True, grounded=True)
     assert (out.status == "done") is promoted, why
+
+
+async def test_a_plan_a_reask_mended_keeps_its_refusal_in_the_result_and_the_plan_event(tmp_path: Path) -> None:
+    from soothe_planner.dag import PlanManager
+    from soothe_planner.events import parse_event
+    from soothe_planner.planner import REFUSED_NOTE
+    from soothe_planner.tools import make_builtin_tools
+
+    executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()))
+    ctx = PlanContext(available_capabilities=executor.capabilities(), workspace=str(tmp_path))
+    stray = {"steps": [{"id": "s1", "tool": "write_file", "args": {"path": "x.md", "content": "x"}, "depends_on": []}]}
+    mended = {"steps": [{"id": "s1", "tool": "list_dir", "args": {}, "depends_on": []},
+                        {"id": "s2", "tool": "answer", "args": {"task": "name them"}, "depends_on": ["s1"]}]}
+    planner = LLMPlanner(ScriptedChatModel(responses=[stray, mended]), settings=COMPACT)
+    pm = PlanManager("g", capabilities=ctx.available_capabilities)
+    pm.deliverable = Deliverable(kind="answer")
+    result = await planner.generate_from_assessment("g", LoopState(goal="g"), ctx, StatusAssessment(status="continue"), pm)
+    refused = [w for w in result.warnings if w.startswith(REFUSED_NOTE)]
+    assert refused and "writes 'x.md'" in refused[0]
+    event = {"event": "plan", "iteration": 0, "plan_action": "new", "steps": [], "degraded": False, "refused": refused}
+    assert parse_event(event)["refused"] == refused  # type: ignore[typeddict-item]

@@ -42,7 +42,7 @@ from soothe_planner.models import (
     StepResult,
     clean_text,
 )
-from soothe_planner.planner import counting_calls, render_results
+from soothe_planner.planner import REFUSED_NOTE, counting_calls, render_results
 from soothe_planner.protocols import LoopPlannerProtocol
 
 from .request import start_run
@@ -302,9 +302,10 @@ class PlannerNodes:
         except PlanGenerationError as exc:
             emit({"event": "error", "error": str(exc), "iteration": view.iteration})
             return {"status": "failed", "error": str(exc)}
+        refused = [w for w in result.warnings if w.startswith(REFUSED_NOTE)]
         emit({"event": "plan", "iteration": view.iteration, "plan_action": result.plan_action,
               "steps": [s.model_dump(mode="json") for s in (result.decision.steps if result.decision else [])],
-              "degraded": result.degraded})
+              "degraded": result.degraded, **({"refused": refused} if refused else {})})
         return {"plan_result": result.model_dump(mode="json"), "error": None,
                 "llm_calls": view.llm_calls + result.llm_calls}
 

@@ -14,6 +14,7 @@ from soothe_planner.planner.calls import (
     resolve_method,
 )
 from soothe_planner.planner.llm_planner import (
+    REFUSED_NOTE,
     LLMPlanner,
 )
 from soothe_planner.planner.prompts import (
@@ -55,6 +56,7 @@ from soothe_planner.planner.transport import (
 __all__ = [
     "CHARS_PER_TOKEN",
     "DATA_TAGS",
+    "REFUSED_NOTE",
     "TRANSPORT_ERRORS",
     "Caller",
     "LLMPlanner",

@@ -46,7 +46,7 @@ from langchain_core.language_models import BaseChatModel
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.dag import PlanManager
 from soothe_planner.deliverable import Deliverable
-from soothe_planner.errors import PlanGenerationError
+from soothe_planner.errors import GenerationAttempt, PlanGenerationError
 from soothe_planner.models import (
     AgentDecision,
     Capability,
@@ -386,7 +386,7 @@ class LLMPlanner(SyncPlannerMethods):
                     tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
                 )
                 written.value.raw = written.raw_text
-                return _writes_in_order(written.value, context)
+                return _writes_in_order(_with_refusals(written.value, written.attempts), context)
             read, parse = readers(context, max_steps, pm)
             outcome = await self._caller.structured(
                 self.model, plan_schema(context.model_copy(update={"available_capabilities": _writable(
@@ -396,7 +396,7 @@ class LLMPlanner(SyncPlannerMethods):
                 tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
             )
             outcome.value.raw = outcome.raw_text
-            return _writes_in_order(outcome.value, context)
+            return _writes_in_order(_with_refusals(outcome.value, outcome.attempts), context)
         except PlanGenerationError as exc:
             prescribed = self._prescribed_write(goal, state, context, pm, validate, exc)
             if prescribed is None:
@@ -632,6 +632,18 @@ def _by_name(capabilities: list[Capability]) -> dict[str, Capability] | None:
 
 def escape_plan(pm: PlanManager) -> str:
     return escape_data(pm.dag_prompt())
+
+
+REFUSED_NOTE = "refused, then mended by a re-ask: "
+"""How a plan the checks refused, and a re-ask mended, is recorded among the result's warnings."""
+
+
+def _with_refusals(gen: Generated, attempts: list[GenerationAttempt]) -> Generated:
+    """``gen`` with each refusal of an earlier answer of the same call among its warnings: a plan a
+    re-ask mended was refused first, and a reviewer reads that in the run's state and its events,
+    not only in a log line."""
+    gen.warnings = [*gen.warnings, *(REFUSED_NOTE + a.error for a in attempts if a.error_type == "validation")]
+    return gen
 
 
 def _writes_in_order(gen: Generated, context: PlanContext) -> Generated:
