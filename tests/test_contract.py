@@ -402,3 +402,29 @@ async def test_a_plan_a_reask_mended_keeps_its_refusal_in_the_result_and_the_pla
     assert refused and "writes 'x.md'" in refused[0]
     event = {"event": "plan", "iteration": 0, "plan_action": "new", "steps": [], "degraded": False, "refused": refused}
     assert parse_event(event)["refused"] == refused  # type: ignore[typeddict-item]
+
+
+def test_the_write_that_mends_a_lossy_report_is_prescribed_when_every_plan_was_refused(tmp_path: Path) -> None:
+    from soothe_planner.errors import GenerationAttempt, PlanGenerationError
+    from soothe_planner.planner.small_model.prescribed import prescribed_write
+    from soothe_planner.tools import make_builtin_tools
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    lines = ["a.py:1: # TODO: x", "b.md:2: TODO: y"]
+    search = StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO"})
+    write = StepAction(id="s2", description="write", tool="write_file",
+                       args={"path": "OUT.md", "content": "TODO: x"}, depends_on=["s1"])
+    n1, r1 = _ran(search, "\n".join(lines), {"lines": lines, "exact": True, "pattern": "TODO", "path": "."})
+    n2, r2 = _ran(write, "wrote", {"path": "OUT.md", "blank": False})
+    every = Deliverable(kind="file", files=["OUT.md"], every_match=True)
+    refused = PlanGenerationError("plan-generate", [GenerationAttempt(phase="plan-generate", kind="structured",
+                                                                      error="repeat", error_type="validation")])
+    gen = prescribed_write(every, [n1, n2], [r1, r2], caps, lambda g: [], refused)
+    assert gen is not None and gen.decision is not None
+    (step,) = gen.decision.steps
+    assert (step.tool, step.args, step.depends_on) == ("write_file", {"path": "OUT.md", "content": "{{s1.output}}"},
+                                                       ["s1"])
+    assert prescribed_write(every, [n1, n2], [r1, r2], caps, lambda g: ["no"], refused) is None  # a rule refuses it
+    heard_not = PlanGenerationError("plan-generate", [GenerationAttempt(phase="plan-generate", kind="structured",
+                                                                        error="down", error_type="transport")])
+    assert prescribed_write(every, [n1, n2], [r1, r2], caps, lambda g: [], heard_not) is None

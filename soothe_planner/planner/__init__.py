@@ -13,8 +13,8 @@ from soothe_planner.planner.calls import (
     raw_text_of,
     resolve_method,
 )
+from soothe_planner.planner.generation import REFUSED_NOTE
 from soothe_planner.planner.llm_planner import (
-    REFUSED_NOTE,
     LLMPlanner,
 )
 from soothe_planner.planner.prompts import (

@@ -20,9 +20,10 @@ from pydantic import BaseModel
 
 from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.deliverable import Deliverable
-from soothe_planner.models import AgentDecision, PlanContext
+from soothe_planner.errors import GenerationAttempt
+from soothe_planner.models import AgentDecision, Capability, LoopState, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
-from soothe_planner.planner.contract import owed_writes, writes_outside
+from soothe_planner.planner.contract import order_writes, owed_writes, writes_outside
 from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.planner.small_model.plan_rules import (
     answers_meant_as_writes,
@@ -34,7 +35,8 @@ from soothe_planner.planner.small_model.plan_rules import (
 )
 from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
 
-__all__ = ["Generated", "calls_reader", "decision_validator", "plan_schema", "readers"]
+__all__ = ["REFUSED_NOTE", "Generated", "by_name", "calls_reader", "decision_validator", "deliverable_of", "plan_schema",
+           "readers", "with_refusals", "writable", "writes_in_order"]
 
 
 @dataclass
@@ -159,3 +161,41 @@ def plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compa
         subagents=tuple(c.name for c in caps if c.kind != "tool"),
         compact=compact,
     )
+
+
+def deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
+    """The goal's deliverable: the plan manager's, else the state's (None while unknown)."""
+    if pm is not None and pm.deliverable is not None:
+        return pm.deliverable
+    return state.deliverable
+
+
+def writable(deliverable: Deliverable | None, capabilities: list[Capability]) -> list[Capability]:
+    """The capabilities a plan's schema or grammar offers: without the tools that write files when
+    the deliverable is not a file (such a write would be refused; held out, it cannot be written)."""
+    if deliverable is None or deliverable.kind == "file":
+        return capabilities
+    return [c for c in capabilities if not c.writes_path_arg]
+
+
+def by_name(capabilities: list[Capability]) -> dict[str, Capability] | None:
+    return {c.name: c for c in capabilities} or None
+
+
+REFUSED_NOTE = "refused, then mended by a re-ask: "
+"""How a plan the checks refused, and a re-ask mended, is recorded among the result's warnings."""
+
+
+def with_refusals(gen: Generated, attempts: list[GenerationAttempt]) -> Generated:
+    """``gen`` with each refusal of an earlier answer of the same call among its warnings: a plan a
+    re-ask mended was refused first, and a reviewer reads that in the run's state and its events,
+    not only in a log line."""
+    gen.warnings = [*gen.warnings, *(REFUSED_NOTE + a.error for a in attempts if a.error_type == "validation")]
+    return gen
+
+
+def writes_in_order(gen: Generated, context: PlanContext) -> Generated:
+    """``gen`` with its plan's writes of one file run in the plan's order (``contract.order_writes``)."""
+    if gen.decision is not None:
+        gen.decision = order_writes(gen.decision, by_name(context.available_capabilities))
+    return gen

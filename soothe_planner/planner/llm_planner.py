@@ -46,10 +46,8 @@ from langchain_core.language_models import BaseChatModel
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.dag import PlanManager
 from soothe_planner.deliverable import Deliverable
-from soothe_planner.errors import GenerationAttempt, PlanGenerationError
+from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
-    AgentDecision,
-    Capability,
     ContinuationAssessment,
     IntakeRoute,
     LoopState,
@@ -63,13 +61,18 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import parse_object
 from soothe_planner.planner.calls import Caller, Tally
-from soothe_planner.planner.contract import needs_declaration, order_writes, to_deliverable
+from soothe_planner.planner.contract import needs_declaration, to_deliverable
 from soothe_planner.planner.generation import (
     Generated,
+    by_name,
     calls_reader,
     decision_validator,
+    deliverable_of,
     plan_schema,
     readers,
+    with_refusals,
+    writable,
+    writes_in_order,
 )
 from soothe_planner.planner.guard import guard_assessment
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
@@ -78,8 +81,9 @@ from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
-from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_note
+from soothe_planner.planner.small_model.grounding import checked_steps, guard_note
 from soothe_planner.planner.small_model.plan_rules import write_owed
+from soothe_planner.planner.small_model.prescribed import prescribed_write
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
@@ -252,8 +256,8 @@ class LLMPlanner(SyncPlannerMethods):
             a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(state, pm)})
         nodes, results = checked_steps(state, pm)
         finished = pm is not None and not pm.has_unfinished()
-        a, why = guard_assessment(goal, a, _deliverable(state, pm), state.current_decision, nodes, results,
-                                  _by_name(context.available_capabilities), context.workspace, plan_finished=finished,
+        a, why = guard_assessment(goal, a, deliverable_of(state, pm), state.current_decision, nodes, results,
+                                  by_name(context.available_capabilities), context.workspace, plan_finished=finished,
                                   small_model=self.small_model, grounded=self._grounding_required())
         if why:
             self.stats.guard_overrides += 1
@@ -287,7 +291,7 @@ class LLMPlanner(SyncPlannerMethods):
         declared = None
         try:
             declare = self.settings.declare_deliverable
-            if _deliverable(state, pm) is None and (self.small_model if declare is None else declare) \
+            if deliverable_of(state, pm) is None and (self.small_model if declare is None else declare) \
                     and needs_declaration(context.available_capabilities):
                 declared, notes = await self._declare(goal, context, tally, context.thread_id or state.thread_id)
                 warnings += notes
@@ -369,15 +373,15 @@ class LLMPlanner(SyncPlannerMethods):
                                    max_steps=max_steps, instruction=instruction, calls=calls)
         )
         compact = self.settings.prompt_profile == "compact"
-        deliverable = _deliverable(state, pm)
+        deliverable = deliverable_of(state, pm)
         validate = decision_validator(goal, context, pm, deliverable, small_model=self.small_model,
                                       allow_keep=allow_keep, replace=replace, max_steps=max_steps, greedy=self._greedy)
         try:
             if calls:
                 existing = [n.id for n in pm.nodes] if pm is not None else []
                 owed = write_owed(deliverable, pm.nodes if pm is not None else [],
-                                  _by_name(context.available_capabilities)) if self.small_model else None
-                grammar = plan_grammar(grammar_tools(_writable(deliverable, context.available_capabilities),
+                                  by_name(context.available_capabilities)) if self.small_model else None
+                grammar = plan_grammar(grammar_tools(writable(deliverable, context.available_capabilities),
                                                      COMPACT_MODEL_STEP), max_steps,
                                        existing, ends_with=owed)
                 written = await self._caller.written(
@@ -386,60 +390,26 @@ class LLMPlanner(SyncPlannerMethods):
                     tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
                 )
                 written.value.raw = written.raw_text
-                return _writes_in_order(_with_refusals(written.value, written.attempts), context)
+                return writes_in_order(with_refusals(written.value, written.attempts), context)
             read, parse = readers(context, max_steps, pm)
             outcome = await self._caller.structured(
-                self.model, plan_schema(context.model_copy(update={"available_capabilities": _writable(
+                self.model, plan_schema(context.model_copy(update={"available_capabilities": writable(
                     deliverable, context.available_capabilities)}), max_steps, allow_keep, compact=compact),
                 prompt.messages(), phase=phase,
                 convert=read, parse_text=parse, validate=validate,
                 tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
             )
             outcome.value.raw = outcome.raw_text
-            return _writes_in_order(_with_refusals(outcome.value, outcome.attempts), context)
+            return writes_in_order(with_refusals(outcome.value, outcome.attempts), context)
         except PlanGenerationError as exc:
-            prescribed = self._prescribed_write(goal, state, context, pm, validate, exc)
+            prescribed = prescribed_write(deliverable, *checked_steps(state, pm),
+                                          by_name(context.available_capabilities), validate, exc) \
+                if self.small_model else None
+            if prescribed is not None:
+                self.stats.prescribed_writes += 1
             if prescribed is None:
                 raise
             return prescribed
-
-    def _prescribed_write(
-        self,
-        goal: str,
-        state: LoopState,
-        context: PlanContext,
-        pm: PlanManager | None,
-        validate: Callable[[Generated], list[str]],
-        exc: PlanGenerationError,
-    ) -> Generated | None:
-        """The write the delivery check prescribes, planned here when every plan the model wrote was refused.
-
-        For a goal that asks for every line, the check knows which search's output holds the lines a
-        write left out (``grounding.Dropped``), and the re-plan prompt shows the model that write. A
-        1.5B model was seen to write the refused plan again on every re-ask instead, and the run
-        failed with the lines in hand. The planner then plans the write itself: the search's output
-        verbatim, to the file the goal names and the earlier write wrote; the assessment still
-        judges the result. Only under the compact profile (where the prompt shows the write) and
-        only when the step passes every rule a model's plan must pass.
-        """
-        if not self.small_model:
-            return None
-        if any(a.error_type == "transport" for a in exc.attempts):
-            return None  # the model was not heard: not a refusal, and the run should say so
-        nodes, results = checked_steps(state, pm)
-        dropped = dropped_lines(_deliverable(state, pm), nodes, results, _by_name(context.available_capabilities))
-        if dropped is None:
-            return None
-        step = dropped.remedy_step({n.id for n in nodes})
-        gen = Generated("new", AgentDecision(steps=[step]), next_action=step.description, warnings=[
-            f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
-            f"wrote the search's output to {dropped.path} itself ({step.id}), as the delivery check prescribes: "
-            f"{dropped.why()}"])
-        if validate(gen):
-            return None
-        self.stats.prescribed_writes += 1
-        logger.warning("%s: every plan refused; planned the prescribed write %s", exc.phase, step.description)
-        return gen
 
     # ------------------------------------------------------------------ the deliverable
 
@@ -611,43 +581,5 @@ class LLMPlanner(SyncPlannerMethods):
         })
 
 
-def _deliverable(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
-    """The goal's deliverable: the plan manager's, else the state's (None while unknown)."""
-    if pm is not None and pm.deliverable is not None:
-        return pm.deliverable
-    return state.deliverable
-
-
-def _writable(deliverable: Deliverable | None, capabilities: list[Capability]) -> list[Capability]:
-    """The capabilities a plan's schema or grammar offers: without the tools that write files when
-    the deliverable is not a file (such a write would be refused; held out, it cannot be written)."""
-    if deliverable is None or deliverable.kind == "file":
-        return capabilities
-    return [c for c in capabilities if not c.writes_path_arg]
-
-
-def _by_name(capabilities: list[Capability]) -> dict[str, Capability] | None:
-    return {c.name: c for c in capabilities} or None
-
-
 def escape_plan(pm: PlanManager) -> str:
     return escape_data(pm.dag_prompt())
-
-
-REFUSED_NOTE = "refused, then mended by a re-ask: "
-"""How a plan the checks refused, and a re-ask mended, is recorded among the result's warnings."""
-
-
-def _with_refusals(gen: Generated, attempts: list[GenerationAttempt]) -> Generated:
-    """``gen`` with each refusal of an earlier answer of the same call among its warnings: a plan a
-    re-ask mended was refused first, and a reviewer reads that in the run's state and its events,
-    not only in a log line."""
-    gen.warnings = [*gen.warnings, *(REFUSED_NOTE + a.error for a in attempts if a.error_type == "validation")]
-    return gen
-
-
-def _writes_in_order(gen: Generated, context: PlanContext) -> Generated:
-    """``gen`` with its plan's writes of one file run in the plan's order (``plan_rules.order_writes``)."""
-    if gen.decision is not None:
-        gen.decision = order_writes(gen.decision, {c.name: c for c in context.available_capabilities} or None)
-    return gen
