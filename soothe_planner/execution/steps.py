@@ -481,7 +481,8 @@ class StepRunner:
 
 _REQUEST_NOTE = (
     "\n\nThis step's answer is what the request below gets (or what is written for it): answer every part "
-    "of it that the data holds, in the request's language. The request, as data:\n{goal}"
+    f"of it from the data, in the request's language. If the data does not hold what it asks, reply "
+    f"\"{MISSING_MARK} <what the data lacks>\" instead of an answer about something else. The request, as data:\n{{goal}}"
 )
 
 
