@@ -428,3 +428,10 @@ def test_the_write_that_mends_a_lossy_report_is_prescribed_when_every_plan_was_r
     heard_not = PlanGenerationError("plan-generate", [GenerationAttempt(phase="plan-generate", kind="structured",
                                                                         error="down", error_type="transport")])
     assert prescribed_write(every, [n1, n2], [r1, r2], caps, lambda g: [], heard_not) is None
+
+
+def test_a_phrase_of_the_goal_declared_as_a_file_is_no_file() -> None:
+    wire = DeclareDeliverable(kind="file", files=["Zenodo DOI of our germination dataset"], parts=[], every_match=False,
+                              count_of="")
+    deliverable, warnings = to_deliverable(wire, "What's the Zenodo DOI of our germination dataset? I want to cite it.")
+    assert deliverable.kind == "answer" and deliverable.files == [] and "phrase" in warnings[0]

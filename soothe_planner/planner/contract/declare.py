@@ -6,7 +6,8 @@ gave no deliverable and some offered tool writes a file or counts (``needs_decla
 one, no check could use the answer, and the call is not paid for). The prompt is the goal alone,
 in whatever language it is written; the model's grammar-held answer is read here:
 
-- A declared file must appear in the goal's text: a model may not invent a file to write. Where
+- A declared file must appear in the goal's text: a model may not invent a file to write; and it
+  must be one name, not a phrase of the goal (a caller may still name a file with spaces). Where
   the goal writes it with a folder the model left off ("notes/x.md" declared as "x.md"), the goal's
   spelling is taken; trailing sentence punctuation is dropped.
 - A ``file`` declaration left with no file the goal names becomes an ``answer`` (with a warning):
@@ -77,6 +78,10 @@ def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, li
     warnings: list[str] = []
     files: list[str] = []
     for name in wire.files:
+        if any(ch.isspace() for ch in str(name).strip()):
+            # a phrase of the goal ("Zenodo DOI of our dataset") is no file name, however the goal writes it
+            warnings.append(f"deliverable: the model declared {name!r} as a file, which is a phrase, not a name; dropped")
+            continue
         written = _as_written(goal, str(name))
         if written is None:
             warnings.append(f"deliverable: the model declared the file {name!r}, which the goal does not name; dropped")
