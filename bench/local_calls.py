@@ -126,7 +126,8 @@ def _structured_answer(name: str, schema: dict[str, Any], messages: list[dict[st
         return {"route": "complex", "answer": ""}
     if name == "DeclareDeliverable":
         named = report_named(messages)
-        return {"kind": "file", "files": [named[1] if named else "TODO_SUMMARY.md"], "parts": ["the TODO lines by file"],
+        return {"kind": "file", "files": [named[1] if named else "TODO_SUMMARY.md"], "answer_is": "text",
+                "parts": ["the TODO lines by file"],
                 "every_match": False, "count_of": ""}
     if name == "AssessStatus":
         return {"status": "done", "goal_progress": 1.0, "confidence": 0.9,

@@ -75,6 +75,11 @@ class Deliverable(BaseModel):
         description="Text every delivered file (or, for an answer, the answer) must contain; given by a caller.",
     )
     count_of: str = Field(default="", max_length=300, description="What to count (kind 'count'), in the goal's words.")
+    answer_is: Literal["name", "number", "path", "yes_no", "text"] = Field(
+        default="text",
+        description="What an answer is: a name (a person, team or channel), a number, a path, yes_no, or text; "
+        "a small model's answer of another kind is not done (a path answering 'who').",
+    )
     parts: list[str] = Field(
         default_factory=list, max_length=MAX_PARTS,
         description="Each thing the goal asks the answer or file to give, in a few words of the goal's language "

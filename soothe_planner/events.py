@@ -63,6 +63,7 @@ class DeliverableEvent(TypedDict):
     files: list[str]
     holds: list[str]
     count_of: str
+    answer_is: Literal["name", "number", "path", "yes_no", "text"]
     parts: list[str]
     every_match: bool
     declared_by: Literal["caller", "model"]

@@ -174,6 +174,9 @@ class DeclareDeliverable(_Wire):
     files: list[Text(120)] = Field(  # type: ignore[valid-type]
         max_length=4, description="The files to write, each path exactly as the request writes it ([] unless kind is file)"
     )
+    answer_is: Literal["name", "number", "path", "yes_no", "text"] = Field(
+        description="What the answer is: a name (a person, team or channel), a number, a path, yes_no, or text"
+    )
     parts: list[Text(80)] = Field(  # type: ignore[valid-type]
         max_length=4, description="Each thing the answer or file must give, a few words each"
     )

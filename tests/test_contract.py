@@ -65,7 +65,7 @@ def test_kind_and_files_must_agree_and_paths_are_normalised() -> None:
 def test_a_declaration_keeps_only_files_the_goal_names_in_any_language(
     goal: str, declared: list[str], kind: str, files: list[str]
 ) -> None:
-    wire = DeclareDeliverable(kind="count" if kind == "count" else "file" if declared else "answer", files=declared,
+    wire = DeclareDeliverable(kind="count" if kind == "count" else "file" if declared else "answer", files=declared, answer_is="text",
                               parts=["lo pedido"], every_match=False, count_of="archivos .csv" if kind == "count" else "")
     deliverable, _ = to_deliverable(wire, goal)
     assert (deliverable.kind, deliverable.files, deliverable.declared_by) == (kind, files, "model")
@@ -79,7 +79,8 @@ async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path
     (tmp_path / "a.py").write_text("# TODO: x\n")
     executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()))
     ctx = PlanContext(available_capabilities=executor.capabilities(), workspace=str(tmp_path))
-    declared = {"kind": "file", "files": ["BERICHT.md"], "parts": ["Zeilen mit TODO"], "every_match": True,
+    declared = {"kind": "file", "files": ["BERICHT.md"], "answer_is": "text", "parts": ["Zeilen mit TODO"],
+                "every_match": True,
                 "count_of": ""}
     no_write = {"steps": [{"id": "s1", "tool": "search_text", "args": {"pattern": "TODO"}, "depends_on": []},
                           {"id": "s2", "tool": "answer", "args": {"task": "liste sie"}, "depends_on": ["s1"]}]}
@@ -431,7 +432,33 @@ def test_the_write_that_mends_a_lossy_report_is_prescribed_when_every_plan_was_r
 
 
 def test_a_phrase_of_the_goal_declared_as_a_file_is_no_file() -> None:
-    wire = DeclareDeliverable(kind="file", files=["Zenodo DOI of our germination dataset"], parts=[], every_match=False,
+    wire = DeclareDeliverable(kind="file", files=["Zenodo DOI of our germination dataset"], answer_is="text", parts=[],
+                              every_match=False,
                               count_of="")
     deliverable, warnings = to_deliverable(wire, "What's the Zenodo DOI of our germination dataset? I want to cite it.")
     assert deliverable.kind == "answer" and deliverable.files == [] and "phrase" in warnings[0]
+
+
+def test_an_answer_of_another_kind_than_the_deliverable_says_is_not_done() -> None:
+    from soothe_planner.planner.small_model.grounding import states_nothing_read, wrong_kind
+
+    answer = StepAction(id="s1", description="answer")
+    decision = AgentDecision(steps=[answer])
+
+    def said(text: str) -> list[StepResult]:
+        return [StepResult(step_id="s1", success=True, output=text)]
+
+    who = Deliverable(kind="answer", answer_is="name")
+    assert wrong_kind(who, decision, said("scripts/backup_db.sh")) == "a name"
+    assert wrong_kind(who, decision, said("Llamen a Dariusz Mensah.")) == ""
+    assert wrong_kind(Deliverable(kind="answer", answer_is="path"), decision, said("It is Priya Raman")) == "a path"
+    assert wrong_kind(Deliverable(kind="answer", answer_is="number"), decision, said("twenty")) == "a number"
+    # a fact the goal names says nothing, unless it is a choice between values the goal names
+    read = StepAction(id="s0", description="search", tool="search_text", args={"pattern": "requests"})
+    answer = StepAction(id="s1", description="answer", depends_on=["s0"])
+    n0, r0 = _ran(read, "src/sync.py:3: import requests\nsetup.py:1: x\nREADME.md:1: y")
+    for goal, text, nothing in (("Which module imports requests?", "It is `requests`.", True),
+                                ("Which module imports requests?", "src/sync.py", False),
+                                ("Which is longer, setup.py or README.md?", "README.md", False)):
+        n1, r1 = _ran(answer, text)
+        assert states_nothing_read(goal, AgentDecision(steps=[read, answer]), [n0, n1], [r0, r1]) is nothing, text

@@ -39,6 +39,7 @@ from soothe_planner.planner.small_model.grounding import (
     states_nothing_read,
     ungrounded_facts,
     unread_files,
+    wrong_kind,
 )
 
 __all__ = ["guard_assessment"]
@@ -113,6 +114,9 @@ def _answer_reasons(
     if kind == "answer" and states_nothing_read(goal, decision, nodes, results):
         reasons.append("the answer states nothing a tool returned (no name, number, path or quoted text of the "
                        "evidence): answer with what the outputs say")
+    lacking = wrong_kind(deliverable, decision, results)
+    if lacking:
+        reasons.append(f"the goal asks for {lacking}, and the answer states none")
     gap = parts_left_unanswered(goal, deliverable, decision, nodes, results)
     if gap[0] and deliverable is not None:
         reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer states "

@@ -101,6 +101,7 @@ def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, li
         files=files,
         count_of=str(wire.count_of).strip() if kind == "count" else "",
         parts=[str(p) for p in wire.parts],
+        answer_is=wire.answer_is if kind == "answer" else "text",
         every_match=bool(wire.every_match) and kind != "count",
         declared_by="model",
     ), warnings

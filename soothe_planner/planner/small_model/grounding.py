@@ -416,7 +416,31 @@ def states_nothing_read(
     told from a guess, so it does not end a goal; an answer that the fact is missing fails the goal
     instead, which is what a goal the workspace cannot satisfy should do."""
     judged = _judge(goal, decision, nodes, results)
-    return judged is not None and not judged.read
+    if judged is None:
+        return False
+    # a fact the goal itself names tells nothing ("`requests`" for "which module imports requests?"),
+    # unless the answer chooses between values the goal names ("a.py or b.py?")
+    options = {f.casefold() for f in answer_facts(goal)}
+    new = [f for f in judged.read if not _contains(goal, f)]
+    chose = len(options) >= 2 and any(f.casefold() in options for f in judged.read)
+    return not new and not chose
+
+
+def wrong_kind(deliverable: Deliverable | None, decision: AgentDecision | None, results: Sequence[StepResult]) -> str:
+    """What the answer lacks when the deliverable says what an answer is and the answer states nothing of
+    that kind ("" otherwise): "who" answered with a path, "which channel" with a Go file."""
+    kind = deliverable.answer_is if deliverable is not None and deliverable.kind == "answer" else "text"
+    answer = _final_answer(decision, results)
+    if kind in ("text", "yes_no") or answer is None:
+        return ""
+    facts = answer_facts(answer)
+    if kind == "number" and not any(f[:1].isdigit() for f in facts):
+        return "a number"
+    if kind == "path" and not any("/" in f or ("." in f and not f[:1].isdigit() and " " not in f) for f in facts):
+        return "a path"
+    if kind == "name" and not any((" " in f and f[:1].isupper()) or "@" in f or f.startswith("#") for f in facts):
+        return "a name"
+    return ""
 
 
 def parts_left_unanswered(
