@@ -462,3 +462,13 @@ def test_an_answer_of_another_kind_than_the_deliverable_says_is_not_done() -> No
                                 ("Which is longer, setup.py or README.md?", "README.md", False)):
         n1, r1 = _ran(answer, text)
         assert states_nothing_read(goal, AgentDecision(steps=[read, answer]), [n0, n1], [r0, r1]) is nothing, text
+
+
+def test_a_model_may_not_declare_a_file_the_workspace_has_as_one_to_write() -> None:
+    wire = DeclareDeliverable(kind="file", files=["src/notes.py", "README.md"], answer_is="path", parts=[],
+                              every_match=False, count_of="")
+    goal = "Which file is longer, src/notes.py or README.md?"
+    deliverable, warnings = to_deliverable(wire, goal, lambda path: path in {"src/notes.py", "README.md"})
+    assert deliverable.kind == "answer" and deliverable.files == [] and "the workspace has" in warnings[0]
+    kept, _ = to_deliverable(wire, goal, lambda path: False)  # new files: kept
+    assert kept.files == ["src/notes.py", "README.md"]

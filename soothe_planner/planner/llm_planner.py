@@ -61,7 +61,7 @@ from soothe_planner.models import (
 )
 from soothe_planner.parsing import parse_object
 from soothe_planner.planner.calls import Caller, Tally
-from soothe_planner.planner.contract import needs_declaration, to_deliverable
+from soothe_planner.planner.contract import needs_declaration, read_back, to_deliverable
 from soothe_planner.planner.generation import (
     Generated,
     by_name,
@@ -430,7 +430,7 @@ class LLMPlanner(SyncPlannerMethods):
         )
         wire = outcome.value
         assert isinstance(wire, DeclareDeliverable)
-        deliverable, warnings = to_deliverable(wire, goal)
+        deliverable, warnings = to_deliverable(wire, goal, _existing_in(context.workspace))
         for w in warnings:
             logger.warning("%s", w)
         logger.info("deliverable: %s (declared by the model)", deliverable.describe())
@@ -579,6 +579,13 @@ class LLMPlanner(SyncPlannerMethods):
             "should_revise": judged.should_revise,
             "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
         })
+
+
+def _existing_in(workspace: str | None) -> Callable[[str], bool] | None:
+    """Whether a path names a file ``workspace`` already has (None without a workspace to look in)."""
+    if not workspace:
+        return None
+    return lambda path: read_back(workspace, path) is not None
 
 
 def escape_plan(pm: PlanManager) -> str:

@@ -7,7 +7,8 @@ one, no check could use the answer, and the call is not paid for). The prompt is
 in whatever language it is written; the model's grammar-held answer is read here:
 
 - A declared file must appear in the goal's text: a model may not invent a file to write; and it
-  must be one name, not a phrase of the goal (a caller may still name a file with spaces). Where
+  must be one name, not a phrase of the goal (a caller may still name a file with spaces), and
+  not a file the workspace already has (a caller may still name one to change). Where
   the goal writes it with a folder the model left off ("notes/x.md" declared as "x.md"), the goal's
   spelling is taken; trailing sentence punctuation is dropped.
 - A ``file`` declaration left with no file the goal names becomes an ``answer`` (with a warning):
@@ -16,6 +17,8 @@ in whatever language it is written; the model's grammar-held answer is read here
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability
@@ -73,8 +76,14 @@ def _occurrences(goal: str, key: str) -> list[str]:
     return out
 
 
-def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, list[str]]:
-    """``(the deliverable, warnings)`` from a model's declaration (see the module docstring)."""
+def to_deliverable(
+    wire: DeclareDeliverable, goal: str, existing: Callable[[str], bool] | None = None
+) -> tuple[Deliverable, list[str]]:
+    """``(the deliverable, warnings)`` from a model's declaration (see the module docstring).
+
+    ``existing(path)``: whether the workspace already has that file. A model may not declare one as
+    a file to write: asked "which file is longer, src/notes.py or README.md?", the 1.5B declared both
+    as files to write, which would have let a plan write over them. A caller may still name one."""
     warnings: list[str] = []
     files: list[str] = []
     for name in wire.files:
@@ -87,9 +96,14 @@ def to_deliverable(wire: DeclareDeliverable, goal: str) -> tuple[Deliverable, li
             warnings.append(f"deliverable: the model declared the file {name!r}, which the goal does not name; dropped")
             continue
         try:
-            files.append(Deliverable(kind="file", files=[written]).files[0])
+            path = Deliverable(kind="file", files=[written]).files[0]
         except ValueError as exc:
             warnings.append(f"deliverable: {exc}; dropped")
+            continue
+        if existing is not None and existing(path):
+            warnings.append(f"deliverable: the model declared {path!r}, a file the workspace has, as one to write; dropped")
+            continue
+        files.append(path)
     kind = wire.kind
     if kind == "file" and not files:
         warnings.append("deliverable: a file was declared but the goal names none of the files given; taken as an answer")
