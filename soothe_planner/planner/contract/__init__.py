@@ -9,12 +9,14 @@ from soothe_planner.planner.contract.checks import (
     answer_text,
     count_problems,
     counts_found,
+    final_outputs,
     fold,
     lines_left_out,
     unmet,
 )
 from soothe_planner.planner.contract.declare import mentions, needs_declaration, to_deliverable
 from soothe_planner.planner.contract.evidence import (
+    LINE_LABEL,
     Write,
     counted,
     delivered_text,
@@ -35,12 +37,14 @@ from soothe_planner.planner.contract.rules import (
 )
 
 __all__ = [
+    "LINE_LABEL",
     "Write",
     "answer_text",
     "count_problems",
     "counted",
     "counts_found",
     "delivered_text",
+    "final_outputs",
     "finished_writes",
     "fold",
     "found_lines",

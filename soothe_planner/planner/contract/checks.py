@@ -28,6 +28,7 @@ from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract.declare import mentions
 from soothe_planner.planner.contract.evidence import (
+    LINE_LABEL,
     counted,
     delivered_text,
     found_lines,
@@ -36,13 +37,12 @@ from soothe_planner.planner.contract.evidence import (
     writes_of,
 )
 
-__all__ = ["answer_text", "count_problems", "counts_found", "fold", "lines_left_out", "unmet"]
+__all__ = ["answer_text", "count_problems", "counts_found", "final_outputs", "fold", "lines_left_out", "unmet"]
 
 Step = PlanStep | StepAction
 _NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
 _SPACE = re.compile(r"\s+")
 _LEAD = re.compile(r"^[\W_]+")
-_MATCH_LINE = re.compile(r"^(?P<where>[^\s:][^:\n]*:\d+): (?P<text>.*)$")
 
 
 def fold(text: str) -> str:
@@ -50,17 +50,23 @@ def fold(text: str) -> str:
     return _SPACE.sub(" ", text).strip().casefold()
 
 
+def final_outputs(
+    decision: AgentDecision | None, results: Sequence[StepResult], *, model_steps_only: bool
+) -> list[str]:
+    """The outputs of the last decision's final steps that succeeded (with ``model_steps_only``,
+    of its final model steps: its answers), in plan order."""
+    if decision is None:
+        return []
+    needed = {d for s in decision.steps for d in s.depends_on}
+    ok = {r.step_id: r.output for r in results if r.success}
+    return [ok[s.id] for s in decision.steps
+            if s.id not in needed and s.id in ok and (is_model_step(s) or not model_steps_only)]
+
+
 def answer_text(decision: AgentDecision | None, results: Sequence[StepResult]) -> str:
     """What the last decision answered: its final model steps' outputs, else its final steps' outputs."""
-    if decision is None or not decision.steps:
-        return ""
-    needed = {d for s in decision.steps for d in s.depends_on}
-    finals = [s for s in decision.steps if s.id not in needed]
-    ok = {r.step_id: r.output for r in results if r.success}
-    answers = [ok[s.id] for s in finals if is_model_step(s) and s.id in ok]
-    if answers:
-        return "\n".join(answers)
-    return "\n".join(ok[s.id] for s in finals if s.id in ok)
+    answers = final_outputs(decision, results, model_steps_only=True)
+    return "\n".join(answers or final_outputs(decision, results, model_steps_only=False))
 
 
 def counts_found(
@@ -117,8 +123,8 @@ def lines_left_out(delivered: str, nodes: Sequence[Step], results: Sequence[Step
         args = step.args if step is not None else {}
         pattern = "" if args.get("regex") else str(r.outcome.get("pattern") or args.get("pattern") or "")
         for line in lines:
-            m = _MATCH_LINE.match(line)
-            text = m.group("text") if m else line
+            m = LINE_LABEL.match(line)
+            text = line[m.end():] if m else line
             if fold(line) in seen:
                 continue
             seen.add(fold(line))
@@ -173,7 +179,7 @@ def unmet(
             last = mine[-1]
             step = by_id[last.step_id]
             on_disk = read_back(workspace, name) if workspace else None
-            wrote = delivered_text(step, completed)
+            wrote = _content_of(step, completed, capabilities) or delivered_text(step, completed)
             if workspace and on_disk is None:
                 problems.append(f"{last.step_id} wrote {name}, but there is no such file in the workspace")
                 continue
@@ -181,8 +187,7 @@ def unmet(
             if not text.strip() or last.result.outcome.get("blank") is True:
                 problems.append(f"{name} holds nothing but white space ({last.step_id} wrote blank text)")
                 continue
-            if on_disk is not None and wrote is not None and fold(_content_of(step, completed, capabilities) or wrote) \
-                    not in fold(on_disk):
+            if on_disk is not None and wrote is not None and fold(wrote) not in fold(on_disk):
                 problems.append(f"{name} no longer holds what {last.step_id} wrote: something changed it afterwards")
                 continue
             used = _references(" ".join(str(v) for v in step.args.values()), by_id)

@@ -12,6 +12,7 @@ disk, not what a step said it wrote.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -19,11 +20,13 @@ from soothe_planner.dag import BadReferenceError, arg_strings, resolve_args
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
 from soothe_planner.tools import Workspace
 
-__all__ = ["Write", "counted", "delivered_text", "found_lines", "is_model_step", "path_key", "read_back",
+__all__ = ["LINE_LABEL", "Write", "counted", "delivered_text", "found_lines", "is_model_step", "path_key", "read_back",
            "write_target", "writes_of"]
 
 Step = PlanStep | StepAction
 _READ_BACK_BYTES = 1_000_000
+LINE_LABEL = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+): ", re.MULTILINE)
+"""The ``path:N: `` label a search puts before each line it found."""
 
 
 def path_key(path: object) -> str:

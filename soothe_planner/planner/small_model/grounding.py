@@ -34,7 +34,9 @@ from soothe_planner.dag import ancestors, latest_results
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, LoopState, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import (
+    LINE_LABEL,
     delivered_text,
+    final_outputs,
     is_model_step,
     lines_left_out,
     mentions,
@@ -200,7 +202,7 @@ def _judge(
         fed_by = ancestors(graph, step.id)
         tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
         read = "\n".join(_without_line_labels(r) for r in results if r.success and r.step_id in tool_ids)
-        said = _LINE_LABEL.sub(_label_path, result.output)  # a line copied with its label: its number is no fact
+        said = LINE_LABEL.sub(_label_path, result.output)  # a line copied with its label: its number is no fact
         mine = [f for f in (_as_found(f, read, goal) for f in answer_facts(said)) if f]
         facts += mine
         read_facts += [f for f in mine if _contains(read, f)]
@@ -209,20 +211,17 @@ def _judge(
                    list(dict.fromkeys(read_facts)))
 
 
-_LINE_LABEL = re.compile(r"^[^\s:][^:\n]*:(\d+): ", re.MULTILINE)
-
-
 def _without_line_labels(result: StepResult) -> str:
     """A tool's output as evidence: a search's ``path:N:`` labels kept for the path, not the line
     number (a line number grounds no count or port: "10" was taken from ``staging.toml:10:``)."""
     if not isinstance(result.outcome.get("lines"), list):
         return result.output
-    return _LINE_LABEL.sub(_label_path, result.output)
+    return LINE_LABEL.sub(_label_path, result.output)
 
 
 def _label_path(m: re.Match[str]) -> str:
     """``path:N: `` as ``path `` (the path kept, the line number dropped)."""
-    return m.group(0)[: -len(m.group(1)) - 3] + " "
+    return m.group("path") + " "
 
 
 def _as_found(fact: str, read: str, goal: str) -> str:
@@ -372,11 +371,7 @@ def off_subject(
 
 def _final_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> str | None:
     """The text of the last decision's final model steps that succeeded (None when there is none)."""
-    if decision is None:
-        return None
-    needed = {d for s in decision.steps for d in s.depends_on}
-    ok = {r.step_id: r.output for r in results if r.success}
-    texts = [ok[s.id] for s in decision.steps if s.id not in needed and is_model_step(s) and s.id in ok]
+    texts = final_outputs(decision, results, model_steps_only=True)
     return "\n".join(texts) if texts else None
 
 
