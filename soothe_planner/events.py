@@ -4,8 +4,10 @@ Each progress event is a dict on LangGraph's custom stream (``stream_mode="custo
 ``"event"`` key naming its kind. This module is their contract: one ``TypedDict`` per kind, every
 key typed and documented, and ``parse_event`` to read one into its type (a ``ValueError`` naming
 the key for anything that is not a documented event). The graph's nodes and the step executor
-emit exactly these keys; a test runs the loop through every kind and parses each event with extra
-keys forbidden, so the shapes here cannot drift from what is sent.
+build every event through the constructors here (the ``TypedDict`` call, or a function that reads a
+model field by field), so mypy holds each one to its type where it is made; a test runs the loop
+through every kind and parses each event with extra keys forbidden, and another checks the table
+in ``docs/reference/api/events.md`` against these types.
 
 =================  ====================================================================
 ``intake``         the request was routed: ``route`` is trivial | simple | complex
@@ -14,8 +16,9 @@ keys forbidden, so the shapes here cannot drift from what is sent.
 ``plan``           phase 2 decided: ``plan_action`` keep | new, and the new ``steps``
 ``step_started``   a step began (or its journaled result was replayed)
 ``step_completed`` a step ended: ``success``, ``output`` (an excerpt) or ``error``
-``approval``       a human approved the plan (``sha256``) or rejected it (``feedback``; ``refused``
-                   when the gate refused an approval that named no plan or another plan)
+``approval``       a human approved the plan (``sha256``; ``edited`` when they edited it first) or
+                   rejected it (``feedback``; ``refused`` when the gate refused an approval that
+                   named no plan or another plan)
 ``error``          something failed; ``retry: true`` when the loop sends the plan back once
 ``completed``      the goal is done: ``final_answer``
 =================  ====================================================================
@@ -27,10 +30,14 @@ streams them as JSON) and a reader should not need this package to read them; th
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict
+
+if TYPE_CHECKING:
+    from soothe_planner.deliverable import Deliverable
+    from soothe_planner.models import StatusAssessment
 
 __all__ = [
     "EVENT_KINDS",
@@ -39,25 +46,28 @@ __all__ = [
     "CompletedEvent",
     "DeliverableEvent",
     "ErrorEvent",
+    "Event",
     "IntakeEvent",
     "PlanEvent",
     "ProgressEvent",
     "StepCompletedEvent",
     "StepStartedEvent",
+    "assessment_event",
+    "deliverable_event",
     "parse_event",
 ]
 
 _STRICT = ConfigDict(extra="forbid")
 
 
+@with_config(_STRICT)
 class IntakeEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["intake"]
     route: Literal["trivial", "simple", "complex"]
 
 
+@with_config(_STRICT)
 class DeliverableEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["deliverable"]
     kind: Literal["answer", "file", "count"]
     files: list[str]
@@ -70,8 +80,8 @@ class DeliverableEvent(TypedDict):
     iteration: NotRequired[int]  # when the model declared it, with the goal's first plan
 
 
+@with_config(_STRICT)
 class AssessmentEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["assessment"]
     iteration: int
     status: Literal["continue", "replan", "done"]
@@ -82,8 +92,8 @@ class AssessmentEvent(TypedDict):
     degraded: bool
 
 
+@with_config(_STRICT)
 class PlanEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["plan"]
     iteration: int
     plan_action: Literal["keep", "new"]
@@ -92,8 +102,8 @@ class PlanEvent(TypedDict):
     refused: NotRequired[list[str]]  # why earlier answers of this plan call were refused before a re-ask mended it
 
 
+@with_config(_STRICT)
 class StepStartedEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["step_started"]
     step_id: str
     description: str
@@ -102,8 +112,8 @@ class StepStartedEvent(TypedDict):
     thread_id: str | None
 
 
+@with_config(_STRICT)
 class StepCompletedEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["step_completed"]
     step_id: str
     success: bool
@@ -119,39 +129,63 @@ class StepCompletedEvent(TypedDict):
     recovered_from_text: NotRequired[bool]
 
 
+@with_config(_STRICT)
 class ApprovalEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["approval"]
     approved: bool
     sha256: NotRequired[str]  # on approval: the seal of the approved plan
+    edited: NotRequired[bool]  # on approval: the human edited the plan, and this seals the edit
     feedback: NotRequired[str]  # on rejection: what the human said
     refused: NotRequired[bool]  # an approval the gate refused: no digest, or another plan's digest
 
 
+@with_config(_STRICT)
 class ErrorEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["error"]
     error: str
     iteration: int
     retry: NotRequired[bool]  # the plan goes back to the planner once with the error as feedback
 
 
+@with_config(_STRICT)
 class CompletedEvent(TypedDict):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
     event: Literal["completed"]
     final_answer: str
 
 
-ProgressEvent = Annotated[
+Event = (
     IntakeEvent | DeliverableEvent | AssessmentEvent | PlanEvent | StepStartedEvent | StepCompletedEvent | ApprovalEvent
-    | ErrorEvent | CompletedEvent,
-    Field(discriminator="event"),
-]
+    | ErrorEvent | CompletedEvent
+)
+"""Any one progress event, for code that sends one (what ``emit`` takes)."""
+
+ProgressEvent = Annotated[Event, Field(discriminator="event")]
 """Any one progress event, told apart by its ``"event"`` key."""
 
 EVENT_KINDS = ("intake", "deliverable", "assessment", "plan", "step_started", "step_completed", "approval", "error", "completed")
 
 _ADAPTER: TypeAdapter[Any] | None = None
+
+
+def deliverable_event(deliverable: Deliverable, iteration: int | None = None) -> DeliverableEvent:
+    """The ``deliverable`` event for ``deliverable``; ``iteration`` when the model declared it with a plan."""
+    event = DeliverableEvent(
+        event="deliverable", kind=deliverable.kind, files=list(deliverable.files), holds=list(deliverable.holds),
+        count_of=deliverable.count_of, answer_is=deliverable.answer_is, parts=list(deliverable.parts),
+        every_match=deliverable.every_match, declared_by=deliverable.declared_by,
+    )
+    if iteration is not None:
+        event["iteration"] = iteration
+    return event
+
+
+def assessment_event(iteration: int, assessment: StatusAssessment) -> AssessmentEvent:
+    """The ``assessment`` event for phase 1's judgement in ``iteration``."""
+    return AssessmentEvent(
+        event="assessment", iteration=iteration, status=assessment.status, goal_progress=assessment.goal_progress,
+        confidence=assessment.confidence, require_goal_completion=assessment.require_goal_completion,
+        summary=assessment.summary, degraded=assessment.degraded,
+    )
 
 
 def parse_event(data: Any) -> ProgressEvent:

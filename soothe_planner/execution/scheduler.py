@@ -69,6 +69,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from soothe_planner.errors import ExecutionError, LLMBudgetExceeded
+from soothe_planner.events import StepCompletedEvent, StepStartedEvent
 from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for
 from soothe_planner.execution.runners import NoRunnerError, StepFailure
@@ -470,32 +471,33 @@ class _Emitter:
         """How a step ran, kept for its ``step_completed`` event (sent once the manager recorded it)."""
         self._produced[step_id] = produced
 
-    async def _send(self, event: dict[str, Any]) -> None:
-        event["thread_id"] = self.thread_id
+    async def _send(self, event: StepStartedEvent | StepCompletedEvent) -> None:
         if self.writer is not None:
             self.writer(event)
         if self.sink is not None:
-            out = self.sink(event)
+            out = self.sink(dict(event))
             if inspect.isawaitable(out):
                 await out
 
     async def started(self, step: PlanStep, attempt: int, *, replayed: bool = False) -> None:
         await self._send(
-            {"event": "step_started", "step_id": step.id, "description": step.description,
-             "attempt": attempt, "replayed": replayed}
+            StepStartedEvent(event="step_started", step_id=step.id, description=step.description, attempt=attempt,
+                             replayed=replayed, thread_id=self.thread_id)
         )
 
     async def completed(self, result: StepResult, *, replayed: bool = False) -> None:
         produced = self._produced.pop(result.step_id, None)
         out = result.output if len(result.output) <= OUTPUT_EXCERPT_CHARS else result.output[:OUTPUT_EXCERPT_CHARS] + "…"
-        event = {
-            "event": "step_completed", "step_id": result.step_id, "success": result.success,
-            "error_type": result.error_type, "error": result.error, "duration_ms": result.duration_ms,
-            "attempt": result.attempt, "output": out, "replayed": replayed,
-        }
+        event = StepCompletedEvent(
+            event="step_completed", step_id=result.step_id, success=result.success, error_type=result.error_type,
+            error=result.error, duration_ms=result.duration_ms, attempt=result.attempt, output=out,
+            replayed=replayed, thread_id=self.thread_id,
+        )
         if produced is not None:
             # How the step ran, and which tools a model's output made it call (recovered_from_text:
             # written as text and run by the step runner, not by the model adapter).
-            event.update(kind=produced.kind, tool_calls=list(produced.called), recovered_from_text=produced.from_text)
+            event["kind"] = produced.kind
+            event["tool_calls"] = list(produced.called)
+            event["recovered_from_text"] = produced.from_text
         await self._send(event)
 

@@ -41,6 +41,7 @@ from langgraph.types import interrupt
 
 from soothe_planner.concurrency import CallMeter, ConcurrencyPolicy, metering
 from soothe_planner.errors import PlannerError, PlanValidationError
+from soothe_planner.events import ApprovalEvent, ErrorEvent
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, FailurePolicy, PlanContext
 from soothe_planner.protocols import LoopPlannerProtocol
@@ -136,7 +137,7 @@ class LoopNodes(PlannerNodes):
                     update = await node(state)
                 except PlannerError as exc:
                     error = f"{name} failed: {exc}"
-                    emit({"event": "error", "error": error, "iteration": state.get("iteration", 0)})
+                    emit(ErrorEvent(event="error", error=error, iteration=state.get("iteration", 0)))
                     update = {"status": "failed", "error": error}
             return {**update, "llm_calls": meter.spent}
 
@@ -185,15 +186,15 @@ class LoopNodes(PlannerNodes):
                 break
             edited, note = await self._edited(state, reply.edit)
             if edited is not None:
-                emit({"event": "approval", "approved": True, "edited": True, "sha256": edited["sealed_plan"]["sha256"]})
+                emit(ApprovalEvent(event="approval", approved=True, edited=True, sha256=edited["sealed_plan"]["sha256"]))
                 return edited
         if reply.approved:
-            emit({"event": "approval", "approved": True, "sha256": digest})
+            emit(ApprovalEvent(event="approval", approved=True, sha256=digest))
             return {
                 "sealed_plan": {"sha256": digest, "plan": decision, "rendering": rendering},
                 "approval_feedback": None,
             }
-        emit({"event": "approval", "approved": False, "feedback": reply.feedback, "refused": reply.refused})
+        emit(ApprovalEvent(event="approval", approved=False, feedback=reply.feedback, refused=reply.refused))
         if reply.ignored:
             return {
                 "status": "failed",
@@ -263,7 +264,7 @@ class LoopNodes(PlannerNodes):
             sealed = state.get("sealed_plan")
             refusal = _check_seal(stored, pm.in_flight_decision(), sealed, await self.seal_key())
             if refusal:
-                emit({"event": "error", "error": refusal, "iteration": view.iteration})
+                emit(ErrorEvent(event="error", error=refusal, iteration=view.iteration))
                 return {"status": "failed", "error": refusal}
             assert sealed is not None
             # The approved plan travels with every agent/subagent task as data, never as instructions.
@@ -280,7 +281,7 @@ class LoopNodes(PlannerNodes):
                                         journal=_journal(self.executor), journal_scope=scoped, briefing=briefing)
         except PlannerError as exc:
             error = f"execution failed: {exc}"
-            emit({"event": "error", "error": error, "iteration": view.iteration})
+            emit(ErrorEvent(event="error", error=error, iteration=view.iteration))
             return {"status": "failed", "error": error}
         return {"plan_manager": pm.to_dict()}
 

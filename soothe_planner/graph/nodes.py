@@ -34,6 +34,15 @@ from pydantic import ValidationError
 from soothe_planner.dag import PlanManager
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError, PlanValidationError
+from soothe_planner.events import (
+    CompletedEvent,
+    ErrorEvent,
+    Event,
+    IntakeEvent,
+    PlanEvent,
+    assessment_event,
+    deliverable_event,
+)
 from soothe_planner.models import (
     AgentDecision,
     FailurePolicy,
@@ -67,7 +76,7 @@ _REJECTED = "plan rejected"
 State = Mapping[str, Any]
 
 
-def emit(event: Mapping[str, Any]) -> None:
+def emit(event: Event) -> None:
     """Send a progress event on the custom stream, if this runs inside a graph."""
     try:
         from langgraph.config import get_stream_writer
@@ -219,7 +228,7 @@ class PlannerNodes:
         given = {**state, **request}.get("deliverable")
         if given:
             manager.deliverable = Deliverable.model_validate(given)  # the caller's word: checked, then kept
-            emit({"event": "deliverable", **manager.deliverable.model_dump(mode="json")})
+            emit(deliverable_event(manager.deliverable))
         updates: dict[str, Any] = {
             **request,
             "continuation": bool(view.prior_goals),
@@ -239,18 +248,18 @@ class PlannerNodes:
             if route == "trivial" and not updates["continuation"]:
                 updates["final_answer"] = answer
                 updates["status"] = "done"
-            emit({"event": "intake", "route": route})
+            emit(IntakeEvent(event="intake", route=route))
         return updates
 
     async def answer(self, state: State) -> dict[str, Any]:
         """The trivial route's end: the answer intake wrote (or one answer call if it wrote none)."""
         if state.get("final_answer"):
-            emit({"event": "completed", "final_answer": state["final_answer"]})
+            emit(CompletedEvent(event="completed", final_answer=state["final_answer"]))
             return {"status": "done"}
         view = self.view(state)
         with counting_calls() as calls:
             text = await self.planner.answer(view.goal, self._context(view))
-        emit({"event": "completed", "final_answer": text})
+        emit(CompletedEvent(event="completed", final_answer=text))
         return {"status": "done", "final_answer": text, "llm_calls": view.llm_calls + calls.calls}
 
     async def plan_assess(self, state: State) -> dict[str, Any]:
@@ -259,11 +268,11 @@ class PlannerNodes:
         iteration, cap = view.iteration, view.max_iterations
         if iteration >= cap:
             error = f"max_iterations ({cap}) reached"
-            emit({"event": "error", "error": error, "iteration": iteration})
+            emit(ErrorEvent(event="error", error=error, iteration=iteration))
             return {"status": "failed", "error": error}
         shortcut = self._bootstrap_done(view)
         if shortcut is not None:
-            emit({"event": "assessment", "iteration": iteration, **shortcut.model_dump(mode="json")})
+            emit(assessment_event(iteration, shortcut))
             return {"assessment": shortcut.model_dump(mode="json")}
         with counting_calls() as calls:
             try:
@@ -271,9 +280,9 @@ class PlannerNodes:
                     view.goal, view.loop_state(view.assessment), self._context(view), plan_manager=view.manager
                 )
             except PlanGenerationError as exc:
-                emit({"event": "error", "error": str(exc), "iteration": iteration})
+                emit(ErrorEvent(event="error", error=str(exc), iteration=iteration))
                 return {"status": "failed", "error": str(exc), "llm_calls": view.llm_calls + calls.calls}
-        emit({"event": "assessment", "iteration": iteration, **assessment.model_dump(mode="json")})
+        emit(assessment_event(iteration, assessment))
         return {"assessment": assessment.model_dump(mode="json"), "llm_calls": view.llm_calls + calls.calls}
 
     def _bootstrap_done(self, view: LoopView) -> StatusAssessment | None:
@@ -300,12 +309,15 @@ class PlannerNodes:
                 view.goal, view.loop_state(previous), self._context(view), assessment, plan_manager=view.manager
             )
         except PlanGenerationError as exc:
-            emit({"event": "error", "error": str(exc), "iteration": view.iteration})
+            emit(ErrorEvent(event="error", error=str(exc), iteration=view.iteration))
             return {"status": "failed", "error": str(exc)}
         refused = [w for w in result.warnings if w.startswith(REFUSED_NOTE)]
-        emit({"event": "plan", "iteration": view.iteration, "plan_action": result.plan_action,
-              "steps": [s.model_dump(mode="json") for s in (result.decision.steps if result.decision else [])],
-              "degraded": result.degraded, **({"refused": refused} if refused else {})})
+        event = PlanEvent(event="plan", iteration=view.iteration, plan_action=result.plan_action,
+                          steps=[s.model_dump(mode="json") for s in (result.decision.steps if result.decision else [])],
+                          degraded=result.degraded)
+        if refused:
+            event["refused"] = refused
+        emit(event)
         return {"plan_result": result.model_dump(mode="json"), "error": None,
                 "llm_calls": view.llm_calls + result.llm_calls}
 
@@ -319,7 +331,7 @@ class PlannerNodes:
         history = view.action_history
         if result.deliverable is not None and pm.deliverable is None:
             pm.deliverable = result.deliverable  # declared by the model with the goal's first plan
-            emit({"event": "deliverable", "iteration": iteration, **result.deliverable.model_dump(mode="json")})
+            emit(deliverable_event(result.deliverable, iteration))
         if result.plan_action == "new" and result.decision is not None:
             replace = view.assessment is not None and view.assessment.status == "replan"
             try:
@@ -328,11 +340,11 @@ class PlannerNodes:
                 marker = f"iteration {iteration}: {_REJECTED}"
                 if any(line.startswith(marker) for line in history):
                     error = f"the planner's decision was rejected twice in iteration {iteration}: {exc}"
-                    emit({"event": "error", "error": error, "iteration": iteration})
+                    emit(ErrorEvent(event="error", error=error, iteration=iteration))
                     return {"status": "failed", "error": error, "action_history": [*history, f"{marker} again: {exc}"]}
                 feedback = (f"Your last plan was rejected: {'; '.join(exc.errors)}. "
                             "Fix exactly these problems in the next answer.")
-                emit({"event": "error", "error": str(exc), "iteration": iteration, "retry": True})
+                emit(ErrorEvent(event="error", error=str(exc), iteration=iteration, retry=True))
                 memory = view.working_memory + "\n" + feedback
                 return {"error": str(exc), "working_memory": memory[-WORKING_MEMORY_CHARS:],
                         "action_history": [*history, f"{marker}: {exc}"]}
@@ -340,7 +352,7 @@ class PlannerNodes:
         if current is None:
             error = ("nothing to execute: the planner kept a plan but none is in flight"
                      + (" (the planner is degraded)" if result.degraded else ""))
-            emit({"event": "error", "error": error, "iteration": iteration})
+            emit(ErrorEvent(event="error", error=error, iteration=iteration))
             return {"status": "failed", "error": error, "plan_manager": pm.to_dict()}
         return {"plan_manager": pm.to_dict(), "current_decision": current.model_dump(mode="json"), "error": None}
 
@@ -385,7 +397,7 @@ class PlannerNodes:
         else:
             answer = _summary(completed)
         updates["final_answer"] = answer
-        emit({"event": "completed", "final_answer": answer})
+        emit(CompletedEvent(event="completed", final_answer=answer))
         return updates
 
 
