@@ -42,7 +42,7 @@ from soothe_planner.models import (
 )
 
 if TYPE_CHECKING:  # the manager is an optional collaborator, not part of the contract's imports
-    from soothe_planner.dag.plan_manager import PlanManager
+    from soothe_planner.dag import PlanManager
 
 __all__ = ["LoopPlannerProtocol", "PlannerProtocol", "protocol_mismatches"]
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
@@ -49,11 +49,9 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.runnables.config import ensure_config
 from pydantic import PrivateAttr
 
+from soothe_planner.concurrency.gate import LLMGate
 from soothe_planner.concurrency.slots import HELD_LLM_SLOTS, SlotLease, reset_held
 from soothe_planner.errors import ConfigError
-
-if TYPE_CHECKING:  # the controller imports this module to wrap models; the type is all this needs
-    from soothe_planner.concurrency.controller import ConcurrencyController
 
 __all__ = ["PHASE_METADATA_KEY", "is_limited", "limit_model", "limiting_controllers", "unwrap_model"]
 
@@ -74,7 +72,7 @@ _BASE_BY_LIMITED: dict[type[BaseChatModel], type[BaseChatModel]] = {}
 _classes_lock = threading.Lock()
 
 
-def limit_model(model: BaseChatModel, controller: ConcurrencyController) -> BaseChatModel:
+def limit_model(model: BaseChatModel, controller: LLMGate) -> BaseChatModel:
     """Return a copy of ``model`` whose every call holds one of ``controller``'s LLM slots."""
     if not isinstance(model, BaseChatModel):
         raise ConfigError(
@@ -98,7 +96,7 @@ def limit_model(model: BaseChatModel, controller: ConcurrencyController) -> Base
     return copy
 
 
-def limiting_controllers(model: BaseChatModel) -> tuple[ConcurrencyController, ...]:
+def limiting_controllers(model: BaseChatModel) -> tuple[LLMGate, ...]:
     """The controllers whose slots every call of ``model`` takes (empty if it is not limited)."""
     if type(model) not in _BASE_BY_LIMITED:
         return ()
@@ -177,7 +175,7 @@ def _phase(run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun
     return _CALL_PHASE.get()
 
 
-def _controllers(model: BaseChatModel) -> tuple[ConcurrencyController, ...]:
+def _controllers(model: BaseChatModel) -> tuple[LLMGate, ...]:
     return tuple(model.__pydantic_private__.get("_soothe_controllers", ()))  # type: ignore[union-attr]
 
 
@@ -219,7 +217,7 @@ class _Admission:
 
     __slots__ = ("_controllers", "_lock")
 
-    def __init__(self, controllers: list[ConcurrencyController]) -> None:
+    def __init__(self, controllers: list[LLMGate]) -> None:
         self._controllers = controllers
         self._lock = threading.Lock()
 
@@ -231,10 +229,10 @@ class _Admission:
             controller.end_admission()
 
 
-async def _admit(controllers: tuple[ConcurrencyController, ...]) -> _Admission | None:
+async def _admit(controllers: tuple[LLMGate, ...]) -> _Admission | None:
     if _ADMISSION.get() is not None:
         return None  # inside a paced call already: its place covers this one
-    taken: list[ConcurrencyController] = []
+    taken: list[LLMGate] = []
     try:
         for controller in controllers:
             if await controller.admit_llm_call():
@@ -312,7 +310,7 @@ async def _scoped_aiter(
 # -- the provider calls: hold the slots ---------------------------------------------------------
 
 
-def _join_or_take_sync(controller: ConcurrencyController, phase: str | None) -> SlotLease:
+def _join_or_take_sync(controller: LLMGate, phase: str | None) -> SlotLease:
     held = controller.held_lease()
     if held is not None and held.join():
         return held
@@ -320,7 +318,7 @@ def _join_or_take_sync(controller: ConcurrencyController, phase: str | None) -> 
     return controller.lease_llm_slot_sync(phase, counted=held is not None)
 
 
-async def _join_or_take(controller: ConcurrencyController, phase: str | None) -> SlotLease:
+async def _join_or_take(controller: LLMGate, phase: str | None) -> SlotLease:
     held = controller.held_lease()
     if held is not None and held.join():
         return held
@@ -332,7 +330,7 @@ def _leave_all(leases: list[SlotLease]) -> None:
         lease.leave()
 
 
-def _marked(controllers: tuple[ConcurrencyController, ...], leases: list[SlotLease]) -> dict[int, SlotLease]:
+def _marked(controllers: tuple[LLMGate, ...], leases: list[SlotLease]) -> dict[int, SlotLease]:
     return {**HELD_LLM_SLOTS.get(), **{c.serial: lease for c, lease in zip(controllers, leases, strict=False)}}
 
 

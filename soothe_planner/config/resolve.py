@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph
 
     from soothe_planner.concurrency import ConcurrencyController
-    from soothe_planner.config import SootheConfig
+    from soothe_planner.config.schema import SootheConfig
     from soothe_planner.execution import StepExecutor
     from soothe_planner.graph import Persistence, SealKey
     from soothe_planner.planner import LLMPlanner

@@ -29,11 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -47,6 +44,7 @@ from soothe_planner.models import PlannerSettings
 from soothe_planner.planner.ladder import Ladder, Outcome, raw_text_of
 from soothe_planner.planner.output_caps import OutputCaps
 from soothe_planner.planner.prompts.profiles import schema_for
+from soothe_planner.planner.request_path import OUTER_TALLY, Method, Tally, counting_calls
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.transport import is_transport_error, transport_retrying
 
@@ -55,7 +53,6 @@ __all__ = ["Caller", "Outcome", "Tally", "counting_calls", "is_transport_error",
 logger = logging.getLogger("soothe_planner.planner")
 
 R = TypeVar("R")
-Method = Literal["json_schema", "function_calling", "json_mode"]
 _OPENAI_DEFAULT_BASES = {"", "https://api.openai.com/v1", "https://api.openai.com/v1/"}
 _MAX_BOUND = 32
 
@@ -100,27 +97,6 @@ def _precompute_tracing_schema(runnable: Any) -> None:
     except ValueError:  # LangChain would have dropped the metadata on this error too
         return
     kwargs["ls_structured_output_format"] = {**fmt, "schema": schema}
-
-
-@dataclass
-class Tally:
-    """LLM calls made on behalf of one public operation (``PlanResult.llm_calls``)."""
-
-    calls: int = 0
-
-
-_OUTER_TALLY: ContextVar[Tally | None] = ContextVar("soothe_outer_tally", default=None)
-
-
-@contextmanager
-def counting_calls() -> Iterator[Tally]:
-    """Count every request made in this context (per task, so concurrent runs do not mix)."""
-    tally = Tally()
-    token = _OUTER_TALLY.set(tally)
-    try:
-        yield tally
-    finally:
-        _OUTER_TALLY.reset(token)
 
 
 class Caller:
@@ -201,7 +177,7 @@ class Caller:
         """One HTTP request's worth: one LLM slot, held for this request only, and its timeout."""
         async with self.controller.llm_call(phase):
             tally.calls += 1
-            outer = _OUTER_TALLY.get()
+            outer = OUTER_TALLY.get()
             if outer is not None:
                 outer.calls += 1
             return await asyncio.wait_for(

@@ -28,7 +28,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Literal, NoReturn, TypeVar
+from typing import Any, Generic, Literal, NoReturn, TypeVar
 
 from langchain_core.exceptions import OutputParserException
 from langchain_core.language_models import BaseChatModel
@@ -39,10 +39,8 @@ from pydantic import BaseModel, ValidationError
 from soothe_planner.errors import GenerationAttempt, PlanGenerationError, PlannerError, PlanParseError
 from soothe_planner.models import clean_text
 from soothe_planner.planner.prompts import escape_data, template, trim_text
+from soothe_planner.planner.request_path import Method, RequestPath, Tally
 from soothe_planner.planner.transport import is_transport_error
-
-if TYPE_CHECKING:  # the caller builds ladders; a ladder only calls back into it
-    from soothe_planner.planner.calls import Caller, Method, Tally
 
 __all__ = ["Failed", "Ladder", "Outcome", "raw_text_of"]
 
@@ -105,7 +103,7 @@ class Ladder(Generic[R]):
 
     def __init__(
         self,
-        caller: Caller,
+        caller: RequestPath,
         model: BaseChatModel,
         schema: type[BaseModel],
         base: list[BaseMessage],  # re-asks extend copies; the caller's list is never touched

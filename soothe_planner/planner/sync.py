@@ -14,9 +14,10 @@ planning.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from soothe_planner.concurrency import run_sync
+from soothe_planner.protocols import LoopPlannerProtocol, PlannerProtocol
 
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
@@ -32,13 +33,20 @@ if TYPE_CHECKING:
         StatusAssessment,
         StepResult,
     )
-    from soothe_planner.planner.llm_planner import LLMPlanner
 
 __all__ = ["SyncPlannerMethods"]
 
 
-def _planner(mixin: SyncPlannerMethods) -> LLMPlanner:
-    return cast("LLMPlanner", mixin)  # the mixin is only ever a base of LLMPlanner
+class _AsyncPlanner(LoopPlannerProtocol, PlannerProtocol, Protocol):
+    """What the twins run: both protocols' methods, and the declaration of a deliverable."""
+
+    async def declare_deliverable(self, goal: str, context: PlanContext) -> Deliverable:
+        """What ``goal`` must hand back, as the model declares it."""
+        ...
+
+
+def _planner(mixin: SyncPlannerMethods) -> _AsyncPlanner:
+    return cast(_AsyncPlanner, mixin)  # the mixin is only ever a base of a planner with these methods
 
 
 class SyncPlannerMethods:
