@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from bench import provenance
+
 BENCHMARKS = {
     "dataflow": "eager dataflow scheduling vs LangGraph Send supersteps, against the ideal bound",
     "economy": "LLM calls and prompt tokens per completed goal vs two baseline loop strategies",
@@ -32,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<10} {what}")
         return 0 if not args or args[0] in {"-h", "--help"} else 2
     module = importlib.import_module(f"bench.{args[0]}")
+    provenance.begin()  # the load average from here is the run's "load_before"
     return int(module.main(args[1:]))
 
 

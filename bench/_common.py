@@ -1,4 +1,4 @@
-"""What every benchmark shares: where results go, how tables print, where the repository is."""
+"""What every benchmark shares: where results go (with their provenance), how tables print, where the repository is."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import json
 import os
 import platform
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench import provenance
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -20,15 +22,18 @@ def loadavg() -> list[float]:
 
     Recorded with every timing: on a shared machine it says how far to trust an absolute time.
     """
-    try:
-        with open("/proc/loadavg") as f:
-            return [float(x) for x in f.read().split()[:3]]
-    except OSError:
-        return []
+    return provenance.loadavg()
 
 
-def write_results(name: str, payload: dict[str, Any], *, directory: Path | None = None) -> Path:
-    """Write ``payload`` (plus when and where it ran) to ``bench/results/<name>.json`` (or ``directory``)."""
+def write_results(name: str, payload: dict[str, Any], *, directory: Path | None = None,
+                  config_files: Iterable[Path] = (), settings: Mapping[str, Any] | None = None,
+                  model_file: Path | None = None) -> Path:  # fmt: skip
+    """Write ``payload`` (plus when and where it ran, and its provenance) to ``bench/results/<name>.json``.
+
+    ``config_files`` (the config files the run read) or ``settings`` (what configured it, when no
+    file did) make its config digest; ``model_file`` is the model file it loaded, if any (see
+    ``bench/provenance.py``).
+    """
     folder = RESULTS_DIR if directory is None else directory
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
@@ -37,6 +42,7 @@ def write_results(name: str, payload: dict[str, Any], *, directory: Path | None 
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "python": platform.python_version(),
         "machine": platform.machine(),
+        "provenance": provenance.collect(config_files=config_files, settings=settings, model_file=model_file),
     }
     path.write_text(json.dumps({**meta, **payload}, indent=2, sort_keys=False) + "\n")
     return path

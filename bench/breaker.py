@@ -231,6 +231,7 @@ def main(argv: list[str]) -> int:
         "breaker",
         {"requests": n, "latency_s": latency, "quick": args.quick, "repeats": args.repeats,
          "load_before": load_before, "load_after": load_after, "per_call_cpu_s": cost, "limits": results},
+        settings=vars(args),
     )
     print(f"\nwrote {path.name}")
     return 0

@@ -294,6 +294,7 @@ def main(argv: list[str]) -> int:
             "worst_ours_vs_tool_time_bound": worst_tool,
             "geomean_waves_vs_ours": geo,
         },
+        settings=vars(args),
     )
     print(f"\nwrote {path.name}")
     return 0

@@ -225,7 +225,7 @@ def main(argv: list[str]) -> int:
     ]
     sweep = [] if args.no_sweep else _sweep(4 if args.quick else 12, args.seed)
     path = write_results("economy", {"quick": args.quick, "seed": args.seed, "summary": summary,
-                                     "scenarios": per_scenario, "sweep": sweep})
+                                     "scenarios": per_scenario, "sweep": sweep}, settings=vars(args))
     print(f"\nwrote {path.name}")
     return 0
 

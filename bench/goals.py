@@ -65,7 +65,18 @@ from typing import Any
 
 from bench._common import REPO_ROOT, RESULTS_DIR, table, write_results
 from bench.goals_strategies import STRATEGIES, RunOutcome, goal_env
-from bench.goals_suite import Goal, Suite, SuiteError, evaluate, judge, load_suite, snapshot, violations
+from bench.goals_suite import (
+    SUITE_FILE,
+    Goal,
+    Suite,
+    SuiteError,
+    evaluate,
+    judge,
+    load_suite,
+    snapshot,
+    violations,
+)
+from bench.provenance import embedded_model_file
 
 DEFAULT_SUITE = REPO_ROOT.parent / "shared" / "data" / "goals"
 OUTCOMES = ("success", "false_success", "failure")
@@ -490,6 +501,9 @@ def main(argv: list[str] | None = None) -> int:
         if "soothe_planner.local.embedded" in sys.modules:
             sys.modules["soothe_planner.local.embedded"].shutdown_shared_server()
         out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    path = write_results(name, out, directory=Path(args.results_dir))
+    model_file = None if args.scripted else embedded_model_file(config.models.default, config.models.base_url)
+    suite_files = [s.suite.root / SUITE_FILE for s in selections]
+    path = write_results(name, out, directory=Path(args.results_dir), config_files=[Path(args.config), *suite_files],
+                         model_file=model_file)
     print(f"\nresults: {_display_path(str(path))}", file=sys.stderr)
     return code

@@ -68,6 +68,7 @@ from bench._common import RESULTS_DIR, loadavg, table, write_results
 from bench.local_calls import CALL_KINDS, Call, capture_calls
 from bench.local_judge import judge
 from bench.local_servers import LlamaServer, PythonServer, Server, TokenCounter
+from bench.provenance import embedded_model_file
 
 __all__ = ["Config", "Sample", "held", "main", "measure", "render", "run", "summarise"]
 
@@ -386,6 +387,7 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
         assert args.llama_server
         return LlamaServer(args.llama_server, model, threads=n, options=config.tuning)
 
+    measured_here = make_server is None  # the servers this run starts load the embedded model's file
     make_server = make_server or default_server
     counter = counter or TokenCounter(model)
     print(f"model {spec} ({model.alias}); {repeats} repeat(s) after one unmeasured run; threads {threads}; "
@@ -405,7 +407,9 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
         print(line)
     payload = {"model": spec, "model_alias": model.alias, "repeats": repeats, "threads": threads,
                "kinds": list(kinds), "configs": [asdict(c) for c in configs], "results": results}
-    path = write_results("local_sweep" if args.sweep else "local", payload, directory=Path(args.results_dir))
+    settings = {k: v for k, v in payload.items() if k != "results"} | {"time_box": args.time_box, "sweep": args.sweep}
+    path = write_results("local_sweep" if args.sweep else "local", payload, directory=Path(args.results_dir),
+                         settings=settings, model_file=embedded_model_file(spec) if measured_here else None)
     print(f"\nwrote {path}")
     return 0
 

@@ -368,7 +368,7 @@ def main(argv: list[str]) -> int:
             ],
         )
     )
-    path = write_results("scale", payload)
+    path = write_results("scale", payload, settings=vars(args))
     print(f"\nwrote {path.name}")
     return 0
 

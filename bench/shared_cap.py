@@ -136,6 +136,6 @@ def main(argv: list[str]) -> int:
     path = write_results("shared_cap", {
         "cap": CAP, "calls": n, "flood": flood, "latency_s": latency, "repeats": repeats,
         "load_before": load_before, "load_after": load_after, "backends": stats, "summary": summary,
-    })
+    }, settings=vars(args))
     print(f"wrote {path}")
     return 0

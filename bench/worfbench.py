@@ -51,6 +51,7 @@ from typing import Any
 
 from bench import _common
 from bench._common import REPO_ROOT, table, write_results
+from bench.provenance import embedded_model_file
 from bench.worfbench_score import (
     END,
     START,
@@ -274,7 +275,8 @@ def sanity(chosen: list[dict[str, Any]], similarity: Any, seed: int) -> int:
                                               not hasattr(similarity, "model") else "embedding",
                                               "summary": got, "gold_against_itself": top,
                                               "gold_below_one": below, "round_trip_misses": misses,
-                                              "gold_read_differently": noisy})
+                                              "gold_read_differently": noisy},
+                         settings={"seed": seed, "items": len(chosen)})
     print(f"round trip lossless on every item (ours 1.0, corrected WorFEval = the gold's own): "
           f"{'yes' if not misses else 'NO: ' + str(misses)}\nwrote {path.name}")
     return 0 if not misses else 1
@@ -411,13 +413,24 @@ def main(argv: list[str]) -> int:
     def save(runs: dict[str, dict[str, Any]], seconds: float) -> None:
         write_results(name, {"seed": args.seed, "config": args.config.name, "items_requested": n,
                              "part": list(part), "elapsed_s": before + seconds,
-                             "load_after": _common.loadavg(), "runs": runs})
+                             "load_after": _common.loadavg(), "runs": runs}, **_provenance_args(args, model=True))
 
     runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps,
                                           done=done, on_item=save))
     save(runs, elapsed)
     print(f"\n{len(runs)} of {len(mine)} items in {before + elapsed:.0f} s; wrote {name}.json")
     return 0
+
+
+def _provenance_args(args: argparse.Namespace, *, model: bool) -> dict[str, Any]:
+    """The config file this run read and, when it planned with the embedded model, that model's file."""
+    from soothe_planner.config import load_config
+
+    found = None
+    if model:
+        models = load_config(args.config).models
+        found = embedded_model_file(models.default, models.base_url)
+    return {"config_files": [args.config], "model_file": found}
 
 
 def _resumed(name: str, seed: int, n: int, config: str) -> tuple[dict[str, dict[str, Any]], float]:
@@ -510,9 +523,13 @@ def report(
     print(f"\n{len(order)} of {n} items in {elapsed:.0f} s of model time")
     meta = {"seed": args.seed, "config": args.config.name, "items_requested": n, "items_done": len(order),
             "elapsed_s": elapsed, "similarity": args.similarity}
-    write_results("worfbench.answers", {**meta, "runs": {i: runs[i] for i in order}})
+    # a merge or a re-score loads no planning model: the parts' own files name the one their answers came from
+    loaded = args.merge is None and not args.rescore
+    write_results("worfbench.answers", {**meta, "runs": {i: runs[i] for i in order}},
+                  **_provenance_args(args, model=loaded))
     path = write_results("worfbench", {**meta, "summary": summary, "paper_table_1": PAPER_ROWS,
-                                       "paper_category_of_subset": CATEGORY, "per_item": per_item})
+                                       "paper_category_of_subset": CATEGORY, "per_item": per_item},
+                         **_provenance_args(args, model=loaded))
     print(f"wrote {path.name} and worfbench.answers.json")
     return 0
 
