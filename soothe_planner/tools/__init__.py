@@ -1,6 +1,7 @@
 """The built-in workspace tools: the front door of ``soothe_planner.tools``.
 
-``builtins.py`` holds the six tools and what each promises to answer; ``workspace.py`` holds how
+``builtins.py`` holds the six tools and what each promises to answer; ``files.py`` the walk, the
+opening and the searching of files they share; ``workspace.py`` holds how
 a path is opened inside the workspace and never outside it, and which paths are never written;
 ``schema.py`` reads any tool's argument schema, against which typed tool steps are checked.
 """

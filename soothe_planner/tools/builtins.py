@@ -1,6 +1,7 @@
 """Which tools does a run get out of the box, and what does each promise to answer truthfully?
 
-Six built-ins over one ``Workspace`` (see ``workspace.py`` for how a path is kept inside it):
+Six built-ins over one ``Workspace`` (see ``workspace.py`` for how a path is kept inside it, and
+``files.py`` for the walk and the reads they share):
 ``list_dir``, ``read_file``, ``search_text``, ``count_files`` and ``count_lines`` are read-only
 (``metadata={"read_only": True}``, so plan mode may offer them); ``write_file`` is not (plan mode
 withholds it). They exist so a
@@ -53,20 +54,28 @@ What was weighed:
 from __future__ import annotations
 
 import codecs
-import errno
 import fnmatch
-import functools
-import inspect
 import os
-import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import regex
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
+from soothe_planner.tools.files import (
+    compile_pattern,
+    is_binary,
+    is_folder,
+    listing,
+    open_text,
+    os_errors,
+    resolve_in_workspace,
+    searchable,
+    skipped_note,
+    workspace_files,
+)
 from soothe_planner.tools.schema import COUNTS_KEY, WRITES_PATH_ARG_KEY
 from soothe_planner.tools.search_words import MAX_WORD_CANDIDATES, phrase_words, rank_by_words, words_matcher
 from soothe_planner.tools.workspace import Workspace
@@ -109,10 +118,8 @@ WRITE_ECHO_CHARS = 300
 """A write answers with the start of what it wrote: "wrote 29 bytes" cannot tell whoever judges the
 goal (a small assessing model kept saying "continue" over a correct file it could not see) that
 the file holds what was asked."""
-_MAX_SKIPPED_NAMED = 20
 _LINE_CHUNK = 64 * 1024  # a line longer than this is read in pieces, so memory stays bounded
 _EVERY_LINE = regex.compile("")
-_SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = ("list_dir", "read_file", "search_text", "count_files", "count_lines", "write_file")
 SEARCH_TOOL_NAME = "search_text"
@@ -148,46 +155,6 @@ COUNTING_TOOL_NAMES: frozenset[str] = frozenset({"count_files", "count_lines"})
 """The built-ins whose answer starts with a number they counted: the one source a count's number may
 come from (``planner/grounding.py``). Trust goes by name: a user's tool configured under one of
 these names would be read the same way."""
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _os_errors(func: F) -> F:
-    """Every ``OSError`` out of ``func`` becomes a ``ToolException`` naming the path and the reason."""
-
-    signature = inspect.signature(func)
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except OSError as exc:
-            bound = signature.bind_partial(*args, **kwargs)
-            bound.apply_defaults()
-            path = bound.arguments.get("path", "?")
-            reason = exc.strerror or errno.errorcode.get(exc.errno or 0) or type(exc).__name__
-            raise ToolException(f"{func.__name__} {path!r}: {reason}") from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def resolve_in_workspace(workspace: Path, path: str) -> Path:
-    """``path`` (relative to ``workspace``, or absolute) resolved, or ``ToolException`` if it escapes.
-
-    For callers that want the location; the tools themselves open through the held descriptors.
-    """
-    ws = Workspace(workspace)
-    try:
-        resolved = ws.resolve(path)
-    except OSError as exc:
-        raise ToolException(f"path {path!r}: {exc.strerror or exc}") from None
-    os.close(resolved.dir_fd)
-    return ws.root.joinpath(*resolved.parts)
-
-
-def _is_binary(head: bytes) -> bool:
-    return b"\x00" in head
-
 
 def _read_lines(fh: IO[bytes], path: str, start_line: int, end_line: int | None, size: int) -> str:
     """Lines ``start_line``..``end_line`` of ``fh``, at most ``MAX_READ_CHARS`` characters, with a note if cut."""
@@ -230,19 +197,6 @@ def _read_lines(fh: IO[bytes], path: str, start_line: int, end_line: int | None,
     return "".join(out)
 
 
-def _compile(pattern: str, is_regex: bool) -> Any:
-    try:
-        return regex.compile(pattern if is_regex else regex.escape(pattern), regex.IGNORECASE)
-    except regex.error as exc:
-        raise ToolException(f"pattern {pattern!r} is not a valid regular expression: {exc}") from None
-
-
-def _skipped_note(skipped: list[str]) -> str:
-    shown = ", ".join(skipped[:_MAX_SKIPPED_NAMED])
-    more = f" and {len(skipped) - _MAX_SKIPPED_NAMED} more" if len(skipped) > _MAX_SKIPPED_NAMED else ""
-    return f"not searched: {shown}{more}"
-
-
 def make_builtin_tools(
     workspace: str | Path, *, protected_files: Iterable[str | Path] = (), small_model_aids: bool = False,
 ) -> dict[str, BaseTool]:
@@ -268,22 +222,22 @@ def make_builtin_tools(
     written: set[str] = set()  # workspace-relative paths write_file wrote (passed over by searches, with the aids)
     nearest_lines = skip_own_writes = small_model_aids
 
-    @_os_errors
+    @os_errors
     def list_dir(path: str = ".", recursive: bool = False) -> Answer:
-        names, rel = _listing(ws, path, recursive)
+        names, rel = listing(ws, path, recursive)
         lines = names[:MAX_LIST_ENTRIES]
         if len(names) > MAX_LIST_ENTRIES:
             lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")
         data = {"path": rel or ".", "entries": len(names), "complete": len(names) <= MAX_LIST_ENTRIES}
         return ("\n".join(lines) if lines else f"{rel} is empty"), data
 
-    @_os_errors
+    @os_errors
     def read_file(path: str, start_line: int = 1, end_line: int | None = None) -> Answer:
         if start_line < 1:
             raise ToolException(f"start_line must be >= 1, got {start_line}")
         if end_line is not None and end_line < start_line:
             raise ToolException(f"end_line must be >= start_line ({start_line}), got {end_line}")
-        with _open_text(ws, path, "only text files can be read") as fh:
+        with open_text(ws, path, "only text files can be read") as fh:
             text = _read_lines(fh, path, start_line, end_line, os.fstat(fh.fileno()).st_size)
         return text, {"path": path.strip()}
 
@@ -291,9 +245,9 @@ def make_builtin_tools(
         """``([(file:line, text)], stopped at cap)`` for the lines below ``path`` that ``matcher`` finds."""
         deadline = time.monotonic() + SEARCH_TIME_LIMIT_S
         hits: list[tuple[str, str]] = []
-        for rel, fh in _searchable(ws, path, skipped, written):
+        for rel, fh in searchable(ws, path, skipped, written, max_bytes=MAX_SEARCH_FILE_BYTES):
             with fh:
-                if _is_binary(fh.read(8192)):
+                if is_binary(fh.read(8192)):
                     continue
                 fh.seek(0)
                 for number, raw in enumerate(fh, 1):
@@ -314,12 +268,12 @@ def make_builtin_tools(
                         hits.append((f"{rel}:{number}", line.strip()[:200]))
         return hits, False
 
-    @_os_errors
+    @os_errors
     def search_text(pattern: str, path: str = ".", regex: bool = False) -> Answer:
         if not pattern:
             raise ToolException("search pattern is empty")
         skipped: list[str] = []
-        found, more = _scan(path, pattern, _compile(pattern, regex), MAX_SEARCH_HITS, skipped)
+        found, more = _scan(path, pattern, compile_pattern(pattern, regex), MAX_SEARCH_HITS, skipped)
         lines = [f"{label}: {text}" for label, text in found]
         data: dict[str, Any] = {"pattern": pattern, "path": path.strip() or ".", "regex": regex, "lines": list(lines),
                                 "exact": bool(found), "complete": not more and not skipped}
@@ -337,14 +291,14 @@ def make_builtin_tools(
         if more:
             lines.append(f"{SEARCH_STOPPED_MARK}{MAX_SEARCH_HITS} matches)")
         if skipped:
-            lines.append(_skipped_note(skipped))
+            lines.append(skipped_note(skipped))
         return "\n".join(lines), data
 
-    @_os_errors
+    @os_errors
     def count_files(pattern: str = "*", path: str = ".") -> Answer:
         if not pattern.strip():
             raise ToolException("count_files: the pattern is empty; use '*' to count every file")
-        names, rel = _listing(ws, path, recursive=True)
+        names, rel = listing(ws, path, recursive=True)
         folded = pattern.strip().lower()
         # a pattern with a folder in it is matched against the path, one without against the name
         hits = [n for n in names if fnmatch.fnmatchcase((n if "/" in folded else n.rsplit("/", 1)[-1]).lower(), folded)]
@@ -368,13 +322,13 @@ def make_builtin_tools(
             shown.append(f"... ({len(hits) - MAX_LIST_ENTRIES} more not shown)")
         return head + ":\n" + "\n".join(shown), data
 
-    @_os_errors
+    @os_errors
     def count_lines(path: str, pattern: str = "", regex: bool = False) -> Answer:
-        folder = _is_folder(ws, path)
+        folder = is_folder(ws, path)
         if not folder:
-            _open_text(ws, path, "only a text file's lines can be counted").close()
+            open_text(ws, path, "only a text file's lines can be counted").close()
         skipped: list[str] = []
-        matcher = _compile(pattern, regex) if pattern else _EVERY_LINE
+        matcher = compile_pattern(pattern, regex) if pattern else _EVERY_LINE
         found, more = _scan(path, pattern or "(every line)", matcher, MAX_COUNTED_LINES, skipped)
         n = len(found)
         files = {label.rsplit(":", 1)[0] for label, _ in found}
@@ -392,9 +346,9 @@ def make_builtin_tools(
         if pattern and n > MAX_COUNTED_SHOWN:
             shown.append(f"... ({n - MAX_COUNTED_SHOWN} more not shown)")
         body = (":\n" + "\n".join(shown)) if shown else ""
-        return what + body + (f"\n{_skipped_note(skipped)}" if skipped else ""), data
+        return what + body + (f"\n{skipped_note(skipped)}" if skipped else ""), data
 
-    @_os_errors
+    @os_errors
     def write_file(path: str, content: str) -> Answer:
         if len(content) > MAX_WRITE_CHARS:
             raise ToolException(f"content is {len(content)} chars, over the {MAX_WRITE_CHARS}-char write limit")
@@ -456,145 +410,3 @@ def make_builtin_tools(
     return tools
 
 
-def _listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]:
-    """``(names, the folder's workspace-relative path)``: every readable file below ``path`` (``recursive``),
-    or its entries, folders marked ``/`` and symlinks ``@``."""
-    fd, resolved = ws.open_folder(path)
-    try:
-        if recursive:
-            names = list(_files_below(ws, fd, resolved.parts))
-        else:
-            names = []
-            with os.scandir(fd) as entries:
-                for entry in sorted(entries, key=lambda e: e.name):
-                    suffix = "/" if entry.is_dir(follow_symlinks=False) else ("@" if entry.is_symlink() else "")
-                    names.append(entry.name + suffix)
-    finally:
-        os.close(fd)
-        os.close(resolved.dir_fd)
-    return names, resolved.rel
-
-
-def _open_text(ws: Workspace, path: str, refusal: str) -> IO[bytes]:
-    """``path`` opened for reading at its start; a ``ToolException`` ending in ``refusal`` if it is binary."""
-    fd, resolved = ws.open_file(path)
-    os.close(resolved.dir_fd)
-    fh = os.fdopen(fd, "rb")
-    if _is_binary(fh.read(8192)):
-        fh.close()
-        raise ToolException(f"{path!r} is a binary file; {refusal}")
-    fh.seek(0)
-    return fh
-
-
-def workspace_files(root: str | Path, *, limit: int = 120) -> tuple[list[str], int]:
-    """``(the first `limit` file paths below root, how many files there are)``, as list_dir walks them.
-
-    The planner's overview of a workspace (a small model guesses paths it was never shown): the
-    same walk as ``list_dir(".", recursive=True)`` — the same pruned folders, symlinks followed only
-    inside — so a plan is shown exactly the names a step could read. Counting goes on past
-    ``limit`` (names are not kept) so the overview can say how many it left out.
-    """
-    ws = Workspace(root)
-    fd, resolved = ws.open_folder(".")
-    names: list[str] = []
-    total = 0
-    try:
-        for name in _files_below(ws, fd, resolved.parts):
-            total += 1
-            if len(names) < limit:
-                names.append(name)
-    finally:
-        os.close(fd)
-        os.close(resolved.dir_fd)
-    return names, total
-
-
-def _files_below(ws: Workspace, fd: int, parts: tuple[str, ...]) -> Iterator[str]:
-    """The workspace-relative name of every readable file below the open folder ``fd`` (at ``parts``):
-    the one walk ``list_dir(recursive=True)``, ``count_files`` and the planner's overview share."""
-    for found, dir_fd in ws.walk(fd, parts, _SKIPPED_DIRS):
-        if _readable_inside(ws, found, dir_fd):
-            yield "/".join(found)
-
-
-def _readable_inside(ws: Workspace, parts: tuple[str, ...], dir_fd: int) -> bool:
-    """Whether the listed file is a file, or a symlink to a file inside the workspace."""
-    st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-    if not stat.S_ISLNK(st.st_mode):
-        return True
-    try:
-        fd, resolved = ws.open_file("/".join(parts))
-    except (ToolException, OSError):
-        return False
-    os.close(fd)
-    os.close(resolved.dir_fd)
-    return True
-
-
-def _searchable(
-    ws: Workspace, path: str, skipped: list[str], written: Collection[str] = ()
-) -> Iterable[tuple[str, IO[bytes]]]:
-    """``(relative name, open file)`` for every file to search below ``path``; notes what it skips in ``skipped``.
-
-    Files over the size cap and files that cannot be read are named in ``skipped``; below a folder,
-    the ``written`` ones (this run's own output) and a symlink that leads outside the workspace are
-    not part of the data and are passed over silently.
-    """
-    fd, resolved = ws.open_folder(path) if _is_folder(ws, path) else (None, None)
-    if fd is None:
-        file_fd, res = ws.open_file(path)
-        os.close(res.dir_fd)
-        yield from _sized(res.rel, os.fdopen(file_fd, "rb"), skipped)
-        return
-    assert resolved is not None
-    try:
-        for parts, dir_fd in ws.walk(fd, resolved.parts, _SKIPPED_DIRS):
-            rel = "/".join(parts)
-            if rel in written:
-                continue
-            try:
-                st = os.stat(parts[-1], dir_fd=dir_fd, follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    try:
-                        file_fd, res = ws.open_file(rel)
-                    except ToolException:
-                        continue
-                    os.close(res.dir_fd)
-                elif stat.S_ISREG(st.st_mode):
-                    file_fd = os.open(
-                        parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
-                    )
-                else:
-                    continue  # FIFOs, sockets, devices: not text files
-            except OSError as exc:
-                skipped.append(f"{rel} ({exc.strerror or type(exc).__name__})")
-                continue
-            yield from _sized(rel, os.fdopen(file_fd, "rb"), skipped)
-    finally:
-        os.close(fd)
-        os.close(resolved.dir_fd)
-
-
-def _sized(rel: str, fh: IO[bytes], skipped: list[str]) -> Iterable[tuple[str, IO[bytes]]]:
-    size = os.fstat(fh.fileno()).st_size
-    if size > MAX_SEARCH_FILE_BYTES:
-        fh.close()
-        skipped.append(f"{rel} ({size} bytes, over the {MAX_SEARCH_FILE_BYTES}-byte search cap; "
-                       "read it by line range with read_file)")
-        return
-    yield rel, fh
-
-
-def _is_folder(ws: Workspace, path: str) -> bool:
-    resolved = ws.resolve(path)
-    try:
-        if not resolved.name:
-            return True
-        try:
-            st = os.stat(resolved.name, dir_fd=resolved.dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            raise ToolException(f"{path!r} does not exist in the workspace") from None
-        return stat.S_ISDIR(st.st_mode)
-    finally:
-        os.close(resolved.dir_fd)
