@@ -24,25 +24,23 @@ did to it. What was weighed:
   only that order of ids beside the nodes, never a second copy of a result. A ``superseded``
   marker is not a result of running anything and is left out.
 - **State is plain data.** ``to_dict()`` is JSON-mode, so it rides in LangGraph checkpoints.
+
+How one decision is worked out before it is applied (renames, repeats, supersession, the checks)
+is in ``ingest.py``; this module holds the manager's state and applies what was worked out.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 import warnings
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 import soothe_planner.dag.render as _plan_render
+from soothe_planner.dag.ingest import IngestReport, PlanRevision, Prepared, call_key, prepare
 from soothe_planner.dag.plan_dag import PlanDAG, ReadyFeed
-from soothe_planner.dag.step_refs import rename_references
-from soothe_planner.dag.validation import validate_steps
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import ConfigError, PlanValidationError
 from soothe_planner.models import (
@@ -54,7 +52,6 @@ from soothe_planner.models import (
     Plan,
     PlanResult,
     PlanStep,
-    StepAction,
     StepResult,
     clean_text,
     execution_mode_of,
@@ -63,51 +60,6 @@ from soothe_planner.models import (
 __all__ = ["IngestReport", "PlanManager", "PlanRevision", "call_key"]
 
 _FORMAT = 1
-_ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
-_MAX_ID = 32
-
-
-class IngestReport(BaseModel):
-    """What one ``ingest`` did to the DAG."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    added: list[str] = Field(default_factory=list)
-    refreshed: list[str] = Field(default_factory=list)
-    renamed: dict[str, str] = Field(default_factory=dict, description="given id -> id in the DAG")
-    superseded: list[str] = Field(default_factory=list)
-    reused: dict[str, str] = Field(
-        default_factory=dict, description="given id -> the finished step whose exact call it repeated"
-    )
-
-    @property
-    def empty(self) -> bool:
-        return not (self.added or self.refreshed or self.superseded)
-
-
-class PlanRevision(IngestReport):
-    """One entry of the plan history: what one ingest did, at which iteration, and why."""
-
-    iteration: int = 0
-    action: Literal["extend", "replace"] = "extend"
-    reasoning: str = ""
-
-
-@dataclass
-class _Prepared:
-    """An ingest worked out but not applied: its validation errors, or everything applying it needs."""
-
-    errors: list[str] = field(default_factory=list)
-    steps: list[StepAction] = field(default_factory=list)
-    renamed: dict[str, str] = field(default_factory=dict)
-    counters: dict[str, int] = field(default_factory=dict)
-    superseded: list[str] = field(default_factory=list)
-    reused: dict[str, str] = field(default_factory=dict)
-
-
-def call_key(tool: str, args: Mapping[str, Any]) -> str:
-    """One string per tool call: the same tool with the same arguments (in any key order) is the same."""
-    return tool + "\0" + json.dumps(args, sort_keys=True, default=str)
 
 
 def _superseded(node: PlanStep) -> bool:
@@ -196,105 +148,14 @@ class PlanManager:
 
     # ------------------------------------------------------------------ ingest
 
-    def _fresh_id(self, given: str, counters: dict[str, int], taken: set[str]) -> str:
-        base = _ID_CHARS.sub("_", given)
-        head, dot, tail = base.rpartition(".")
-        # An id this manager made ("s1.2") renames to the next of its family ("s1.3"), not "s1.2.2".
-        if dot and tail.isdigit() and head in counters and int(tail) < counters[head]:
-            base = head
-        n = counters.get(base, 2)
-        while True:
-            suffix = f".{n}"
-            candidate = base[: _MAX_ID - len(suffix)] + suffix
-            n += 1
-            if candidate not in taken and candidate not in self.dag.nodes:
-                counters[base] = n
-                taken.add(candidate)
-                return candidate
-
     def _prepare(
         self, decision: AgentDecision, replace: bool, capabilities: Mapping[str, Capability] | None = None
-    ) -> _Prepared:
-        prep = _Prepared()
-        nodes = self.dag.nodes
-        prep.counters = dict(self._counters)
-        prep.reused = self._repeats(decision.steps)
-        kept = [s for s in decision.steps if s.id not in prep.reused]
-        if not kept:
-            shown = ", ".join(f"{sid} (= finished step {old})" for sid, old in prep.reused.items())
-            prep.errors = [f"every step repeats a finished one: {shown}; their outputs are in the results, "
-                           "so plan only what remains, depending on them"]
-            return prep
-        given = [s.id for s in kept]
-        # Fresh ids avoid the decision's own ids; ids of the graph are checked in _fresh_id.
-        taken = set(given)
-        for sid in dict.fromkeys(given):
-            node = nodes.get(sid)
-            if node is not None and node.status != "pending":
-                prep.renamed[sid] = self._fresh_id(sid, prep.counters, taken)
-        # a repeated step is the finished one: what depends on it depends on that
-        ren = {**{k: v for k, v in prep.reused.items() if k != v}, **prep.renamed}
-        given_ids = frozenset(s.id for s in decision.steps)
-        prep.steps = [
-            s.model_copy(
-                update={
-                    "id": ren.get(s.id, s.id),
-                    "depends_on": list(dict.fromkeys(ren.get(d, d) for d in s.depends_on)),
-                    "args": rename_references(s.args, ren, given_ids),
-                    # a model step's description may point at an output the same way its args would
-                    "description": rename_references({"d": s.description}, ren, given_ids)["d"],
-                }
-            )
-            if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args or "{{" in s.description)
-            else s
-            for s in kept
-        ]
-        if replace:
-            listed = {s.id for s in prep.steps}
-            prep.superseded = [sid for sid, n in nodes.items() if n.status == "pending" and sid not in listed]
-        prep.errors = validate_steps(
-            prep.steps,
-            existing=nodes,
-            max_steps=self.max_plan_steps,
-            allowed_capabilities=self.allowed_capabilities,
-            superseded=set(prep.superseded),
-            aliases={new: old for old, new in ren.items()},
+    ) -> Prepared:
+        return prepare(
+            decision, replace, self.dag.nodes, self._counters,
+            max_steps=self.max_plan_steps, allowed=self.allowed_capabilities, known=self.capabilities,
             capabilities=capabilities if capabilities is not None else (self.capabilities or None),
         )
-        return prep
-
-    def _repeats(self, steps: Sequence[StepAction]) -> dict[str, str]:
-        """New tool steps that make exactly the call of a completed step: given id -> that step's id.
-
-        A model that re-plans often lists again what already ran (a small one, every iteration).
-        Running it again would redo finished work for the same output; the repeat is read as the
-        finished step instead, and its dependents wait on that. Only typed tool steps qualify: the
-        same tool with the same arguments is the same work, while two model steps with the same
-        words may be meant to differ (a second attempt at an answer). And only reads, while nothing
-        of the goal has written yet: a read after a write may see other contents, and a tool not
-        known to be read-only may change what the next call returns.
-        """
-        if not any(s.tool for s in steps):
-            return {}
-
-        def reads(tool: str) -> bool:
-            cap = self.capabilities.get(tool)
-            return cap is not None and cap.read_only
-
-        finished = [n for n in self.dag.nodes.values() if n.status == "completed" and n.tool]
-        if any(not reads(n.tool) for n in finished if n.tool):
-            return {}
-        done: dict[str, str] = {}
-        for node in finished:
-            if node.tool:
-                done.setdefault(call_key(node.tool, node.args), node.id)
-        out: dict[str, str] = {}
-        for s in steps:
-            if s.tool:
-                old = done.get(call_key(s.tool, s.args))
-                if old is not None:
-                    out[s.id] = old
-        return out
 
     @staticmethod
     def _decision_of(decision: AgentDecision | PlanResult) -> AgentDecision | None:
