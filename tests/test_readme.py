@@ -72,3 +72,23 @@ def test_the_using_it_from_code_blocks_run_verbatim_as_scripts(tmp_path: Path) -
         "assessment: continue (0%)", "plan (new): hello", "step_started", "  hello: ok", "assessment: done (100%)",
         "done: Hello!",  # the plan ended in its one model step: that output is the answer
     ]  # fmt: skip
+
+
+README_MAX_CHARS = 12_000
+
+
+def test_the_readme_is_a_front_page_not_a_lab_notebook() -> None:
+    """What the package does, the commands, an example, the latest figures; the rest lives in docs/ and RESULTS.md."""
+    size = len((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert size <= README_MAX_CHARS, (
+        f"README.md is {size} characters, over {README_MAX_CHARS}: move history to bench/RESULTS.md "
+        "and how-to text to docs/"
+    )
+
+
+def test_every_benchmark_link_of_the_readme_names_an_anchor_of_results_md() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'<a id="([\w-]+)"></a>', (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")))
+    linked = re.findall(r"\(bench/RESULTS\.md#([\w-]+)\)", text)
+    assert linked, "the README's benchmark table links no section of bench/RESULTS.md"
+    assert set(linked) <= anchors, sorted(set(linked) - anchors)
