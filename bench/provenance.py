@@ -135,7 +135,7 @@ def embedded_model_file(spec: str | None, base_url: str | None = None) -> Path |
     kind, _, name = spec.partition(":")
     if kind != "local":
         return None
-    from soothe_planner.local.embedded import embedded_model, model_cache_dir
+    from soothe_planner.local import embedded_model, model_cache_dir
 
     return model_cache_dir() / embedded_model(name).filename
 
