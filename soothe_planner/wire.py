@@ -59,6 +59,7 @@ __all__ = [
     "WIRE_MAX_STEPS",
     "AssessStatus",
     "ChooseContinuation",
+    "CrossCheck",
     "DeclareDeliverable",
     "GeneratePlan",
     "PlanStepSpec",
@@ -182,6 +183,16 @@ class DeclareDeliverable(_Wire):
     )
     every_match: bool = Field(description="true only when it asks for every line or item that matches something")
     count_of: Text(120) = Field(description="What to count, in the request's words (\"\" unless kind is count)")  # type: ignore[valid-type]
+
+
+class CrossCheck(_Wire):
+    """Copy from the tool outputs what the request asks for; no answer is shown."""
+
+    values: list[Text(300)] = Field(  # type: ignore[valid-type]
+        max_length=30,
+        description="What the request asks for, copied word for word from the outputs, as the prompt says; "
+        "\"\" for a thing the outputs do not state",
+    )
 
 
 class ReflectOnPlan(_Wire):

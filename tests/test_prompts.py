@@ -87,7 +87,8 @@ def test_the_compact_plan_prompt_names_exactly_the_compact_schema_fields() -> No
 
 def test_every_system_template_is_covered_by_the_contract() -> None:
     assert {n for n in template_names() if "_system" in n} == set(SYSTEM_SCHEMAS) | {
-        "answer_system", "generate_system_compact", "generate_calls_system_compact", "deliverable_system"}
+        "answer_system", "generate_system_compact", "generate_calls_system_compact", "deliverable_system",
+        "crosscheck_system"}
 
 
 def test_the_deliverable_briefings_examples_are_answers_its_schema_takes() -> None:

@@ -382,7 +382,7 @@ async def test_continue_over_a_finished_plan_whose_answer_a_tool_vouches_for_is_
     ws = _workspace(tmp_path)
     ctx, executor = _context(ws)
     keep_going = {"status": "continue", "goal_progress": 0.0, "confidence": 0.5, "summary": "not sure"}
-    model = ScriptedChatModel(responses=[READ_THEN_ANSWER, "8443", keep_going])
+    model = ScriptedChatModel(responses=[READ_THEN_ANSWER, "8443", keep_going, {"values": ["8443"]}])
     executor = StepExecutor(tools=list(executor.tools.values()), agent_model=model)
     graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx, synthesize=True, intake=False)
     out = await graph.ainvoke(goal_input(GOAL, thread_id="t1", deliverable="answer"), run_config("t1"))

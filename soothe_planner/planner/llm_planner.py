@@ -39,7 +39,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from langchain_core.language_models import BaseChatModel
 
@@ -55,8 +55,10 @@ from soothe_planner.models import (
     PlanContext,
     PlannerSettings,
     PlanResult,
+    PlanStep,
     Reflection,
     StatusAssessment,
+    StepAction,
     StepResult,
 )
 from soothe_planner.parsing import parse_object
@@ -81,15 +83,23 @@ from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.prompts.profiles import resolve_profile
 from soothe_planner.planner.reflection import deterministic_reflection
 from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
+from soothe_planner.planner.small_model.crosscheck import (
+    crosscheck_prompt,
+    delivered,
+    disagreements,
+    evidence_of,
+    wants_crosscheck,
+)
 from soothe_planner.planner.small_model.grounding import checked_steps, guard_note
 from soothe_planner.planner.small_model.plan_rules import write_owed
-from soothe_planner.planner.small_model.prescribed import prescribed_write
+from soothe_planner.planner.small_model.prescribed import prescribed_reading, prescribed_write
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
     COMPACT_MODEL_STEP,
     AssessStatus,
     ChooseContinuation,
+    CrossCheck,
     DeclareDeliverable,
     ReflectOnPlan,
     RouteIntake,
@@ -262,11 +272,45 @@ class LLMPlanner(SyncPlannerMethods):
         if why:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: %s", why)
+        if a.status == "done" and self.small_model:
+            a = await self._cross_checked(goal, a, state, pm, context, nodes, results, tally)
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
             a = a.model_copy(update={"status": "continue", "summary": guard_note("done at iteration 0 with no evidence", a.summary)})
         return a
+
+    async def _cross_checked(
+        self, goal: str, a: StatusAssessment, state: LoopState, pm: PlanManager | None, context: PlanContext,
+        nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], tally: Tally,
+    ) -> StatusAssessment:
+        """A small model's ``done`` after a blind second reading of the tool outputs
+        (``small_model/crosscheck.py``): ``replan`` when the reading disagrees with what was delivered."""
+        deliverable = deliverable_of(state, pm)
+        evidence = evidence_of(nodes, results, by_name(context.available_capabilities))
+        if deliverable is None or not wants_crosscheck(deliverable, evidence):
+            return a
+        prompt = self._prompt_checked(crosscheck_prompt(goal, deliverable, evidence, self.settings))
+        try:
+            outcome = await self._caller.structured(
+                self.assess_model, CrossCheck, prompt.messages(), phase="crosscheck",
+                convert=lambda m: m, parse_text=lambda t: parse_object(t, CrossCheck)[0],
+                tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
+            )
+        except PlanGenerationError as exc:
+            # no reading is no confirmation: the done does not stand on an unchecked answer
+            why = f"the second reading of the tool outputs failed ({len(exc.attempts)} attempts)"
+        else:
+            reading = outcome.value
+            assert isinstance(reading, CrossCheck)
+            text = delivered(deliverable, state.current_decision, results, context.workspace)
+            why = "; ".join(disagreements(goal, deliverable, reading, text, evidence))
+        if not why:
+            return a
+        self.stats.guard_overrides += 1
+        logger.warning("plan-assess: 'done' turned into 'replan': %s", why)
+        update = {"status": "replan", "goal_progress": min(a.goal_progress, 0.5), "summary": guard_note(why, a.summary)}
+        return a.model_copy(update=update)
 
     async def _generate(
         self,
@@ -402,13 +446,17 @@ class LLMPlanner(SyncPlannerMethods):
             outcome.value.raw = outcome.raw_text
             return writes_in_order(with_refusals(outcome.value, outcome.attempts), context)
         except PlanGenerationError as exc:
-            prescribed = prescribed_write(deliverable, *checked_steps(state, pm),
-                                          by_name(context.available_capabilities), validate, exc) \
-                if self.small_model else None
+            if not self.small_model:
+                raise
+            caps = by_name(context.available_capabilities)
+            prescribed = prescribed_write(deliverable, *checked_steps(state, pm), caps, validate, exc)
             if prescribed is not None:
                 self.stats.prescribed_writes += 1
+                return prescribed
+            prescribed = prescribed_reading(deliverable, *checked_steps(state, pm), caps, validate, exc)
             if prescribed is None:
                 raise
+            self.stats.prescribed_readings += 1
             return prescribed
 
     # ------------------------------------------------------------------ the deliverable

@@ -46,6 +46,8 @@ class PlannerStats:
     """Answers a guard replaced: ``done`` at iteration 0, a bootstrap the intake rules out, ..."""
     prescribed_writes: int = 0
     """Re-plans the model failed every time, answered with the write the delivery check prescribes."""
+    prescribed_readings: int = 0
+    """Re-plans the model failed every time, answered by reading the files the searches found, then answering."""
     keep_without_plan: int = 0
     """``keep`` answered with no plan in flight, so steps were asked for once more."""
     budget_trims: int = 0

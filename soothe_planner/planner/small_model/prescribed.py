@@ -1,4 +1,4 @@
-"""When every plan a small model writes is refused, can the planner write the one step that mends it?
+"""When every plan a small model writes is refused, can the planner write the steps that mend it?
 
 For a file that must carry every line a search found, the check knows which search's output holds
 the lines a write left out (``grounding.Dropped``), and the re-plan prompt shows the model that
@@ -8,6 +8,16 @@ verbatim, to the file the earlier write wrote; the assessment still judges the r
 the small-model rules (the caller's switch), never after a transport failure (the model was not
 heard: not a refusal, and the run should say so), and only when the step passes every rule a
 model's plan must pass.
+
+The reading (``prescribed_reading``): after an answer from a search's lines was refused (its facts
+not found, not confirmed by the second reading, or about something else), a 1.5B model planned the
+same search and the same answer step on every re-ask, each refused as a repeat, and the goal failed
+with the files that hold the answer named in the search's own output. A search line is a line; the
+answer is often in the lines around it. The planner then plans what a careful reader would do next:
+read the files the searches found and no step has read (the first three, in the order found), with
+the offered tool that reads one file by its path, and answer from them (and, for a file deliverable,
+write that answer with the built-in write). It is planned only from the run's own results, never
+from the goal's words, and only once per file: a file read is no candidate again.
 """
 
 from __future__ import annotations
@@ -18,10 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract import LINE_LABEL, path_key
 from soothe_planner.planner.generation import Generated
 from soothe_planner.planner.small_model.grounding import dropped_lines
+from soothe_planner.tools import WRITE_TOOL_NAME
 
-__all__ = ["prescribed_write"]
+__all__ = ["prescribed_reading", "prescribed_write"]
+
+_READ_AT_MOST = 3
 
 logger = logging.getLogger("soothe_planner.planner")
 
@@ -48,4 +62,83 @@ def prescribed_write(
     if validate(gen):
         return None
     logger.warning("%s: every plan refused; planned the prescribed write %s", exc.phase, step.description)
+    return gen
+
+
+def _reader(capabilities: Mapping[str, Capability] | None) -> str | None:
+    """The offered tool that reads one file by its path: read-only, counting nothing, ``path`` its one required argument."""
+    for cap in (capabilities or {}).values():
+        schema = cap.args_schema or {}
+        if cap.kind == "tool" and cap.read_only and not cap.counts and not cap.writes_path_arg \
+                and schema.get("required") == ["path"]:
+            return cap.name
+    return None
+
+
+def _found_unread(
+    nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], reader: str
+) -> tuple[list[str], list[str]]:
+    """``(the files the searches found that no completed step read with reader, the searches' ids)``."""
+    done = {n.id for n in nodes if getattr(n, "status", "completed") == "completed"}
+    read = {path_key((n.args or {}).get("path")) for n in nodes if n.tool == reader and n.id in done}
+    found: dict[str, None] = {}
+    searches: list[str] = []
+    for r in results:
+        if not r.success or r.step_id not in done or not isinstance(r.outcome.get("lines"), list):
+            continue
+        hits = [path_key(m.group("path")) for m in LINE_LABEL.finditer(r.output)]
+        if hits:
+            searches.append(r.step_id)
+        for hit in hits:
+            if hit and hit not in read:
+                found[hit] = None
+    return list(found)[:_READ_AT_MOST], searches
+
+
+def prescribed_reading(
+    deliverable: Deliverable | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    validate: Callable[[Generated], list[str]],
+    exc: PlanGenerationError,
+) -> Generated | None:
+    """Read the files the searches found, then answer (and write), as a plan; or None (see the module docstring)."""
+    if deliverable is None or deliverable.kind == "count" or any(a.error_type == "transport" for a in exc.attempts):
+        return None
+    reader = _reader(capabilities)
+    if reader is None:
+        return None
+    files, searches = _found_unread(nodes, results, reader)
+    if not files:
+        return None
+    taken = {n.id for n in nodes}
+    ids: list[str] = []
+
+    def next_id() -> str:
+        n = 1
+        while f"s{n}" in taken or f"s{n}" in ids:
+            n += 1
+        ids.append(f"s{n}")
+        return ids[-1]
+
+    steps = [StepAction(id=next_id(), description=f"{reader} {path}", tool=reader, args={"path": path}) for path in files]
+    reads = [s.id for s in steps]
+    answer = StepAction(id=next_id(), description="answer the request from what these files say",
+                        depends_on=[*searches, *reads])
+    steps.append(answer)
+    if deliverable.kind == "file":
+        write = (capabilities or {}).get(WRITE_TOOL_NAME)
+        if write is None or write.writes_path_arg != "path" or len(deliverable.files) != 1:
+            return None
+        target = deliverable.files[0]
+        steps.append(StepAction(id=next_id(), description=f"{WRITE_TOOL_NAME} {target}", tool=WRITE_TOOL_NAME,
+                                args={"path": target, "content": "{{" + answer.id + ".output}}"}, depends_on=[answer.id]))
+    gen = Generated("new", AgentDecision(steps=steps), next_action=answer.description, warnings=[
+        f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
+        f"planned the reading itself: {', '.join(files)}, found by {', '.join(searches)} and read by no step, "
+        "then an answer from them"])
+    if validate(gen):
+        return None
+    logger.warning("%s: every plan refused; planned the reading of %s", exc.phase, ", ".join(files))
     return gen

@@ -1,0 +1,189 @@
+"""A small model's ``done`` against a blind second reading of the tool outputs (``small_model/crosscheck.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from planner_support import COMPACT
+
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.execution import StepExecutor
+from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction, StepResult
+from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner.small_model.crosscheck import crosscheck_prompt, disagreements, evidence_of
+from soothe_planner.testing import ScriptedChatModel
+from soothe_planner.tools import make_builtin_tools
+from soothe_planner.wire import CrossCheck
+
+CONFIGS = ("[staging]\nhost = db.stg.internal\npassword = stg-Kelp-2291\n\n"
+           "[production]\nhost = db.prod.internal\npassword = prd-Reef-7781\n")
+
+
+def _evidence(output: str, tool: str = "read_file", args: dict[str, Any] | None = None) -> list[tuple[StepAction, StepResult]]:
+    step = StepAction(id="s1", description="read", tool=tool, args=args or {"path": "db.ini"})
+    return [(step, StepResult(step_id="s1", success=True, output=output))]
+
+
+def _reading(*values: str) -> CrossCheck:
+    return CrossCheck(values=list(values))
+
+
+def test_a_value_read_from_the_wrong_place_is_not_confirmed_and_the_reading_is_not_revealed() -> None:
+    goal = "What is the production database password?"
+    d = Deliverable(kind="answer", parts=["the production database password"])
+    why = disagreements(goal, d, _reading("prd-Reef-7781"), "The password is stg-Kelp-2291.", _evidence(CONFIGS))
+    assert len(why) == 1 and "the production database password" in why[0]
+    assert "prd-Reef-7781" not in why[0]  # told the value, the next plan would copy the reading's own error
+    assert disagreements(goal, d, _reading("prd-Reef-7781"), "It is `prd-Reef-7781`.", _evidence(CONFIGS)) == []
+
+
+def test_the_comparison_reads_tokens_in_any_language() -> None:
+    goal = "Welches Passwort hat die Produktionsdatenbank?"
+    d = Deliverable(kind="answer", parts=["Passwort der Produktionsdatenbank"])
+    assert disagreements(goal, d, _reading("prd-Reef-7781"), "Das Passwort lautet stg-Kelp-2291.", _evidence(CONFIGS))
+    assert disagreements(goal, d, _reading("prd-Reef-7781"), "Das Passwort lautet prd-Reef-7781.", _evidence(CONFIGS)) == []
+
+
+def test_a_reading_that_says_nothing_checkable_confirms_nothing_and_refuses_nothing() -> None:
+    goal = "What is the production database password?"
+    d = Deliverable(kind="answer", parts=["the password"])
+    answer = "The password is stg-Kelp-2291."
+    assert disagreements(goal, d, _reading(""), answer, _evidence(CONFIGS)) == []  # not stated
+    assert disagreements(goal, d, _reading("the production database password"), answer, _evidence(CONFIGS)) == []
+    assert disagreements(goal, d, _reading("hunter2-invented"), answer, _evidence(CONFIGS)) == []  # not in any output
+
+
+def test_a_part_the_answer_leaves_out_is_not_confirmed_while_the_one_it_gives_is() -> None:
+    goal = "Write the maintainer's name from README.md and the license name from LICENSE into META.txt."
+    d = Deliverable(kind="file", files=["META.txt"], parts=["maintainer's name", "license name"])
+    ev = _evidence("Maintainer: Priya Raman <priya@x.example>\n") + [
+        (StepAction(id="s2", description="read", tool="read_file", args={"path": "LICENSE"}),
+         StepResult(step_id="s2", success=True, output="Apache License\nVersion 2.0\n"))]
+    written = "Maintainer: Priya Raman\nLicense: MIT\n"
+    why = disagreements(goal, d, _reading("Priya Raman", "Apache License"), written, ev)
+    assert len(why) == 1 and "license name" in why[0] and "META.txt" in why[0]
+    assert disagreements(goal, d, _reading("Priya Raman", "Apache License"), "Priya Raman\nApache License 2.0\n", ev) == []
+
+
+def test_a_count_must_be_the_number_of_items_the_reading_lists() -> None:
+    goal = "How many data rows, not counting the header, does data/sales.csv have?"
+    d = Deliverable(kind="count", count_of="data rows of data/sales.csv")
+    csv = "date,amount\n2026-03-01,18.50\n2026-03-04,7.25\n2026-03-09,42.00\n2026-03-15,12.00\n"
+    ev = _evidence(csv)
+    rows = _reading("2026-03-01,18.50", "2026-03-04,7.25", "2026-03-09,42.00", "2026-03-15,12.00")
+    assert disagreements(goal, d, rows, "5", ev)
+    assert disagreements(goal, d, rows, "There are 4 data rows.", ev) == []
+    # a list at the schema's cap may have been cut: it says nothing
+    assert disagreements(goal, d, _reading(*["2026-03-01,18.50"] * 30), "5", ev) == []
+
+
+def test_the_evidence_is_the_tool_outputs_without_writes_or_model_steps(tmp_path: Path) -> None:
+    def save(target: str, body: str) -> str:
+        """Save text to a file."""
+        return f"saved {body} to {target}"
+
+    from langchain_core.tools import StructuredTool
+
+    caps = {c.name: c for c in StepExecutor(tools=[StructuredTool.from_function(
+        save, metadata={"writes_path_arg": "target"})]).capabilities()}
+    steps = [StepAction(id="s1", description="read", tool="read_file", args={"path": "a"}),
+             StepAction(id="s2", description="the answer"),
+             StepAction(id="s3", description="save", tool="save", args={"target": "B.md", "body": "x"}, depends_on=["s2"])]
+    results = [StepResult(step_id=s.id, success=True, output=f"out of {s.id}") for s in steps]
+    assert [s.id for s, _ in evidence_of(steps, results, caps)] == ["s1"]
+
+
+def test_the_readings_prompt_is_blind_to_the_answer() -> None:
+    goal = "What is the production database password?"
+    d = Deliverable(kind="answer", parts=["the production database password"])
+    prompt = crosscheck_prompt(goal, d, _evidence(CONFIGS), PlannerSettings())
+    text = "\n".join(str(m.content) for m in prompt.messages())
+    assert "prd-Reef-7781" in text and "1. the production database password" in text
+    assert "answer is" not in text.lower()
+
+
+async def test_a_small_models_done_stands_only_when_the_blind_reading_agrees(tmp_path: Path) -> None:
+    (tmp_path / "db.ini").write_text(CONFIGS)
+    executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()))
+    ctx = PlanContext(thread_id="t1", workspace=str(tmp_path), available_capabilities=executor.capabilities())
+    read = StepAction(id="s1", description="read", tool="read_file", args={"path": "db.ini"})
+    answer = StepAction(id="s2", description="give the production password", depends_on=["s1"])
+    goal = "What is the production database password?"
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "answered"}
+
+    def state(said: str) -> LoopState:
+        return LoopState(goal=goal, thread_id="t1", iteration=1, current_decision=AgentDecision(steps=[read, answer]),
+                         step_results=[StepResult(step_id="s1", success=True, output=CONFIGS),
+                                       StepResult(step_id="s2", success=True, output=said)],
+                         deliverable=Deliverable(kind="answer", parts=["the production database password"]))
+
+    model = ScriptedChatModel(responses=[done, {"values": ["prd-Reef-7781"]}])
+    a = await LLMPlanner(model, settings=COMPACT).assess_status(goal, state("stg-Kelp-2291"), ctx)
+    assert a.status == "replan" and "second reading" in a.summary
+    blind = "\n".join(str(m.content) for m in model.calls[1].messages)
+    assert "stg-Kelp-2291" in blind and "prd-Reef-7781" in blind  # the outputs, both passwords in them
+    assert "give the production password" not in blind  # not the plan's answer step
+
+    model = ScriptedChatModel(responses=[done, {"values": ["prd-Reef-7781"]}])
+    a = await LLMPlanner(model, settings=COMPACT).assess_status(goal, state("prd-Reef-7781"), ctx)
+    assert a.status == "done" and model.remaining == 0
+
+    provider = ScriptedChatModel(responses=[done])  # no small-model rules: no reading is asked for
+    settings = COMPACT.model_copy(update={"small_model_rules": False})
+    a = await LLMPlanner(provider, settings=settings).assess_status(goal, state("stg-Kelp-2291"), ctx)
+    assert a.status == "done" and provider.remaining == 0
+
+
+# ------------------------------------------------------------------ the prescribed reading
+
+
+def _refused() -> Any:
+    from soothe_planner.errors import GenerationAttempt, PlanGenerationError
+
+    return PlanGenerationError("plan-generate", [GenerationAttempt("plan-generate", "raw", "repeats", error_type="validation")] * 3)
+
+
+def _searched(tmp_path: Path) -> tuple[list[Any], list[StepResult], dict[str, Any]]:
+    from soothe_planner.models import PlanStep
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    out = "config/prod.toml:4: # Datenbank\nconfig/staging.toml:4: # Datenbank\nconfig/prod.toml:9: pool = 20"
+    search = StepResult(step_id="s1", success=True, output=out, outcome={"lines": out.splitlines()})
+    answer = StepResult(step_id="s2", success=True, output="config/prod.toml")
+    nodes = [PlanStep(id="s1", description="search", tool="search_text", args={"pattern": "Datenbank"},
+                      status="completed", result=search),
+             PlanStep(id="s2", description="antworte", depends_on=["s1"], status="completed", result=answer)]
+    return nodes, [search, answer], caps
+
+
+def test_refused_replans_get_the_files_the_search_found_read_then_an_answer(tmp_path: Path) -> None:
+    from soothe_planner.planner.small_model.prescribed import prescribed_reading
+
+    nodes, results, caps = _searched(tmp_path)
+    d = Deliverable(kind="answer", parts=["die Größe des Pools"])
+    gen = prescribed_reading(d, nodes, results, caps, lambda g: [], _refused())
+    assert gen is not None
+    steps = gen.decision.steps
+    assert [(s.tool, s.args) for s in steps[:2]] == [("read_file", {"path": "config/prod.toml"}),
+                                                   ("read_file", {"path": "config/staging.toml"})]
+    assert steps[2].tool is None and steps[2].depends_on == ["s1", "s3", "s4"] and [s.id for s in steps] == ["s3", "s4", "s5"]
+    # a file deliverable: the answer is written with the built-in write
+    gen = prescribed_reading(Deliverable(kind="file", files=["POOL.md"]), nodes, results, caps, lambda g: [], _refused())
+    assert gen is not None and gen.decision.steps[-1].args == {"path": "POOL.md", "content": "{{s5.output}}"}
+    # not for a count (what to count is the model's call), nor when a rule refuses the plan, nor twice for one file
+    assert prescribed_reading(Deliverable(kind="count"), nodes, results, caps, lambda g: [], _refused()) is None
+    assert prescribed_reading(d, nodes, results, caps, lambda g: ["refused"], _refused()) is None
+    from soothe_planner.models import PlanStep
+
+    read = [PlanStep(id=f"r{i}", description="read", tool="read_file", args={"path": p}, status="completed")
+            for i, p in enumerate(("config/prod.toml", "./config/staging.toml"))]
+    assert prescribed_reading(d, nodes + read, results, caps, lambda g: [], _refused()) is None
+
+
+def test_no_reading_is_prescribed_without_a_tool_that_reads_one_file(tmp_path: Path) -> None:
+    from soothe_planner.planner.small_model.prescribed import prescribed_reading
+
+    nodes, results, caps = _searched(tmp_path)
+    caps.pop("read_file")
+    assert prescribed_reading(Deliverable(kind="answer"), nodes, results, caps, lambda g: [], _refused()) is None
