@@ -9,7 +9,14 @@ from planner_support import COMPACT
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.execution import StepExecutor
-from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction, StepResult
+from soothe_planner.models import (
+    AgentDecision,
+    LoopState,
+    PlanContext,
+    PlannerSettings,
+    StepAction,
+    StepResult,
+)
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.planner.small_model.crosscheck import crosscheck_prompt, disagreements, evidence_of
 from soothe_planner.testing import ScriptedChatModel
@@ -57,9 +64,7 @@ def test_a_reading_that_says_nothing_checkable_confirms_nothing_and_refuses_noth
 def test_a_part_the_answer_leaves_out_is_not_confirmed_while_the_one_it_gives_is() -> None:
     goal = "Write the maintainer's name from README.md and the license name from LICENSE into META.txt."
     d = Deliverable(kind="file", files=["META.txt"], parts=["maintainer's name", "license name"])
-    ev = _evidence("Maintainer: Priya Raman <priya@x.example>\n") + [
-        (StepAction(id="s2", description="read", tool="read_file", args={"path": "LICENSE"}),
-         StepResult(step_id="s2", success=True, output="Apache License\nVersion 2.0\n"))]
+    ev = [*_evidence("Maintainer: Priya Raman <priya@x.example>\n"), (StepAction(id="s2", description="read", tool="read_file", args={"path": "LICENSE"}), StepResult(step_id="s2", success=True, output="Apache License\nVersion 2.0\n"))]
     written = "Maintainer: Priya Raman\nLicense: MIT\n"
     why = disagreements(goal, d, _reading("Priya Raman", "Apache License"), written, ev)
     assert len(why) == 1 and "license name" in why[0] and "META.txt" in why[0]
@@ -171,14 +176,17 @@ def test_refused_replans_get_the_files_the_search_found_read_then_an_answer(tmp_
     # a file deliverable: the answer is written with the built-in write
     gen = prescribed_reading(Deliverable(kind="file", files=["POOL.md"]), nodes, results, caps, lambda g: [], _refused())
     assert gen is not None and gen.decision.steps[-1].args == {"path": "POOL.md", "content": "{{s5.output}}"}
-    # not for a count (what to count is the model's call), nor when a rule refuses the plan, nor twice for one file
+    # not for a count (what to count is the model's call), nor when a rule refuses the plan (a repeat, too)
     assert prescribed_reading(Deliverable(kind="count"), nodes, results, caps, lambda g: [], _refused()) is None
     assert prescribed_reading(d, nodes, results, caps, lambda g: ["refused"], _refused()) is None
     from soothe_planner.models import PlanStep
 
     read = [PlanStep(id=f"r{i}", description="read", tool="read_file", args={"path": p}, status="completed")
             for i, p in enumerate(("config/prod.toml", "./config/staging.toml"))]
-    assert prescribed_reading(d, nodes + read, results, caps, lambda g: [], _refused()) is None
+    texts = [StepResult(step_id=f"r{i}", success=True, output="pool = 20") for i in range(2)]
+    # every file found was read: the answer from all of them is the whole plan
+    gen = prescribed_reading(d, nodes + read, results + texts, caps, lambda g: [], _refused())
+    assert gen is not None and [(s.tool, s.depends_on) for s in gen.decision.steps] == [(None, ["s1", "r0", "r1"])]
 
 
 def test_no_reading_is_prescribed_without_a_tool_that_reads_one_file(tmp_path: Path) -> None:

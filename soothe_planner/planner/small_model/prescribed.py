@@ -15,9 +15,12 @@ same search and the same answer step on every re-ask, each refused as a repeat, 
 with the files that hold the answer named in the search's own output. A search line is a line; the
 answer is often in the lines around it. The planner then plans what a careful reader would do next:
 read the files the searches found and no step has read (the first three, in the order found), with
-the offered tool that reads one file by its path, and answer from them (and, for a file deliverable,
-write that answer with the built-in write). It is planned only from the run's own results, never
-from the goal's words, and only once per file: a file read is no candidate again.
+the offered tool that reads one file by its path, and answer from every file read (and, for a file
+deliverable, write that answer with the built-in write). When every file found was read already,
+the answer from all of them is the whole plan: a model that wrote a search's heading line where the
+command below it was asked, with the file read in hand, is given the file to answer from. It is
+planned only from the run's own results, never from the goal's words, and never twice: the same
+answer over the same inputs is refused as a repeat, like any plan.
 """
 
 from __future__ import annotations
@@ -77,10 +80,13 @@ def _reader(capabilities: Mapping[str, Capability] | None) -> str | None:
 
 def _found_unread(
     nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], reader: str
-) -> tuple[list[str], list[str]]:
-    """``(the files the searches found that no completed step read with reader, the searches' ids)``."""
-    done = {n.id for n in nodes if getattr(n, "status", "completed") == "completed"}
-    read = {path_key((n.args or {}).get("path")) for n in nodes if n.tool == reader and n.id in done}
+) -> tuple[list[str], list[str], list[str]]:
+    """``(the files the searches found that no completed step read with reader, the searches' ids,
+    the completed reads' ids)``."""
+    ok = {r.step_id for r in results if r.success}
+    done = {n.id for n in nodes if getattr(n, "status", "completed") == "completed" and n.id in ok}
+    reads = [n for n in nodes if n.tool == reader and n.id in done]
+    read = {path_key((n.args or {}).get("path")) for n in reads}
     found: dict[str, None] = {}
     searches: list[str] = []
     for r in results:
@@ -92,7 +98,7 @@ def _found_unread(
         for hit in hits:
             if hit and hit not in read:
                 found[hit] = None
-    return list(found)[:_READ_AT_MOST], searches
+    return list(found)[:_READ_AT_MOST], searches, [n.id for n in reads]
 
 
 def prescribed_reading(
@@ -109,8 +115,8 @@ def prescribed_reading(
     reader = _reader(capabilities)
     if reader is None:
         return None
-    files, searches = _found_unread(nodes, results, reader)
-    if not files:
+    files, searches, earlier = _found_unread(nodes, results, reader)
+    if not files and not earlier:
         return None
     taken = {n.id for n in nodes}
     ids: list[str] = []
@@ -125,7 +131,7 @@ def prescribed_reading(
     steps = [StepAction(id=next_id(), description=f"{reader} {path}", tool=reader, args={"path": path}) for path in files]
     reads = [s.id for s in steps]
     answer = StepAction(id=next_id(), description="answer the request from what these files say",
-                        depends_on=[*searches, *reads])
+                        depends_on=[*searches, *earlier, *reads])
     steps.append(answer)
     if deliverable.kind == "file":
         write = (capabilities or {}).get(WRITE_TOOL_NAME)
@@ -136,9 +142,10 @@ def prescribed_reading(
                                 args={"path": target, "content": "{{" + answer.id + ".output}}"}, depends_on=[answer.id]))
     gen = Generated("new", AgentDecision(steps=steps), next_action=answer.description, warnings=[
         f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
-        f"planned the reading itself: {', '.join(files)}, found by {', '.join(searches)} and read by no step, "
-        "then an answer from them"])
+        f"planned the reading itself: {', '.join(files) or 'nothing new'} read, then an answer from every file "
+        "read"])
     if validate(gen):
         return None
-    logger.warning("%s: every plan refused; planned the reading of %s", exc.phase, ", ".join(files))
+    logger.warning("%s: every plan refused; planned the reading of %s and an answer from every file read",
+                   exc.phase, ", ".join(files) or "nothing new")
     return gen
