@@ -195,3 +195,22 @@ def test_no_reading_is_prescribed_without_a_tool_that_reads_one_file(tmp_path: P
     nodes, results, caps = _searched(tmp_path)
     caps.pop("read_file")
     assert prescribed_reading(Deliverable(kind="answer"), nodes, results, caps, lambda g: [], _refused()) is None
+
+
+def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_workspace(tmp_path: Path) -> None:
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.prescribed import prescribed_widening
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    failed = StepResult(step_id="s1", success=False, error="no such folder")
+    search = PlanStep(id="s1", description="search", tool="search_text", args={"pattern": "ACTION", "path": "notas"},
+                      status="failed", result=failed)
+    gen = prescribed_widening(Deliverable(kind="file", files=["acciones.txt"]), [search], [failed], caps,
+                              lambda g: [], _refused())
+    assert gen is not None
+    wide, answer, write = gen.decision.steps
+    assert (wide.tool, wide.args) == ("search_text", {"pattern": "ACTION"}) and answer.depends_on == [wide.id]
+    assert write.args == {"path": "acciones.txt", "content": "{{" + answer.id + ".output}}"}
+    # read_file needs its path: nothing to widen
+    read = PlanStep(id="s1", description="read", tool="read_file", args={"path": "nope.md"}, status="failed", result=failed)
+    assert prescribed_widening(Deliverable(kind="answer"), [read], [failed], caps, lambda g: [], _refused()) is None

@@ -92,7 +92,11 @@ from soothe_planner.planner.small_model.crosscheck import (
 )
 from soothe_planner.planner.small_model.grounding import checked_steps, guard_note
 from soothe_planner.planner.small_model.plan_rules import write_owed
-from soothe_planner.planner.small_model.prescribed import prescribed_reading, prescribed_write
+from soothe_planner.planner.small_model.prescribed import (
+    prescribed_reading,
+    prescribed_widening,
+    prescribed_write,
+)
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.sync import SyncPlannerMethods
 from soothe_planner.wire import (
@@ -453,7 +457,8 @@ class LLMPlanner(SyncPlannerMethods):
             if prescribed is not None:
                 self.stats.prescribed_writes += 1
                 return prescribed
-            prescribed = prescribed_reading(deliverable, *checked_steps(state, pm), caps, validate, exc)
+            prescribed = prescribed_reading(deliverable, *checked_steps(state, pm), caps, validate, exc) \
+                or prescribed_widening(deliverable, *checked_steps(state, pm), caps, validate, exc)
             if prescribed is None:
                 raise
             self.stats.prescribed_readings += 1

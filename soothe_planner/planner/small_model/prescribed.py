@@ -21,10 +21,17 @@ the answer from all of them is the whole plan: a model that wrote a search's hea
 command below it was asked, with the file read in hand, is given the file to answer from. It is
 planned only from the run's own results, never from the goal's words, and never twice: the same
 answer over the same inputs is refused as a repeat, like any plan.
+
+The widening (``prescribed_widening``): a 1.5B model that searched a folder that does not exist
+planned the same failing call on every re-ask, each refused as a repeat of a failed call. Where the
+tool's ``path`` is optional (its schema does not require it), the planner plans the same call over
+the whole workspace, then an answer from it (and the write, for a file). Nothing is read from the
+error's text: the call failed with a path, and the tool can run without one.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
@@ -36,7 +43,7 @@ from soothe_planner.planner.generation import Generated
 from soothe_planner.planner.small_model.grounding import dropped_lines
 from soothe_planner.tools import WRITE_TOOL_NAME
 
-__all__ = ["prescribed_reading", "prescribed_write"]
+__all__ = ["prescribed_reading", "prescribed_widening", "prescribed_write"]
 
 _READ_AT_MOST = 3
 
@@ -118,29 +125,14 @@ def prescribed_reading(
     files, searches, earlier = _found_unread(nodes, results, reader)
     if not files and not earlier:
         return None
-    taken = {n.id for n in nodes}
-    ids: list[str] = []
-
-    def next_id() -> str:
-        n = 1
-        while f"s{n}" in taken or f"s{n}" in ids:
-            n += 1
-        ids.append(f"s{n}")
-        return ids[-1]
-
-    steps = [StepAction(id=next_id(), description=f"{reader} {path}", tool=reader, args={"path": path}) for path in files]
-    reads = [s.id for s in steps]
-    answer = StepAction(id=next_id(), description="answer the request from what these files say",
-                        depends_on=[*searches, *earlier, *reads])
-    steps.append(answer)
-    if deliverable.kind == "file":
-        write = (capabilities or {}).get(WRITE_TOOL_NAME)
-        if write is None or write.writes_path_arg != "path" or len(deliverable.files) != 1:
-            return None
-        target = deliverable.files[0]
-        steps.append(StepAction(id=next_id(), description=f"{WRITE_TOOL_NAME} {target}", tool=WRITE_TOOL_NAME,
-                                args={"path": target, "content": "{{" + answer.id + ".output}}"}, depends_on=[answer.id]))
-    gen = Generated("new", AgentDecision(steps=steps), next_action=answer.description, warnings=[
+    ids = _Ids({n.id for n in nodes})
+    new_reads = [StepAction(id=ids.next(), description=f"{reader} {path}", tool=reader, args={"path": path})
+                 for path in files]
+    steps = _answered(new_reads, [*searches, *earlier, *(s.id for s in new_reads)], deliverable, capabilities, ids,
+                      "answer the request from what these files say")
+    if steps is None:
+        return None
+    gen = Generated("new", AgentDecision(steps=steps), next_action=steps[-1].description, warnings=[
         f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
         f"planned the reading itself: {', '.join(files) or 'nothing new'} read, then an answer from every file "
         "read"])
@@ -149,3 +141,75 @@ def prescribed_reading(
     logger.warning("%s: every plan refused; planned the reading of %s and an answer from every file read",
                    exc.phase, ", ".join(files) or "nothing new")
     return gen
+
+
+class _Ids:
+    """Step ids not yet taken, ``s1`` upwards."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self.taken = set(taken)
+
+    def next(self) -> str:
+        n = 1
+        while f"s{n}" in self.taken:
+            n += 1
+        self.taken.add(f"s{n}")
+        return f"s{n}"
+
+
+def _answered(
+    steps: list[StepAction], sources: list[str], deliverable: Deliverable,
+    capabilities: Mapping[str, Capability] | None, ids: _Ids, task: str,
+) -> list[StepAction] | None:
+    """``steps`` then an answer step over ``sources`` (and, for one file, its write with the built-in
+    write tool); None when the file cannot be written so."""
+    answer = StepAction(id=ids.next(), description=task, depends_on=list(dict.fromkeys(sources)))
+    out = [*steps, answer]
+    if deliverable.kind == "file":
+        write = (capabilities or {}).get(WRITE_TOOL_NAME)
+        if write is None or write.writes_path_arg != "path" or len(deliverable.files) != 1:
+            return None
+        target = deliverable.files[0]
+        out.append(StepAction(id=ids.next(), description=f"{WRITE_TOOL_NAME} {target}", tool=WRITE_TOOL_NAME,
+                              args={"path": target, "content": "{{" + answer.id + ".output}}"}, depends_on=[answer.id]))
+    return out
+
+
+def prescribed_widening(
+    deliverable: Deliverable | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    validate: Callable[[Generated], list[str]],
+    exc: PlanGenerationError,
+) -> Generated | None:
+    """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None."""
+    if deliverable is None or any(a.error_type == "transport" for a in exc.attempts):
+        return None
+    failed = {r.step_id for r in results if not r.success}
+    for node in reversed(list(nodes)):
+        cap = (capabilities or {}).get(node.tool or "")
+        args = dict(node.args or {})
+        if node.id not in failed or cap is None or "path" not in args:
+            continue
+        schema = cap.args_schema or {}
+        if "path" not in (schema.get("properties") or {}) or "path" in (schema.get("required") or []) \
+                or cap.writes_path_arg:
+            continue
+        args.pop("path")
+        ids = _Ids({n.id for n in nodes})
+        wide = StepAction(id=ids.next(), description=f"{node.tool} {json.dumps(args, ensure_ascii=False)}",
+                          tool=node.tool, args=args)
+        task = "answer the request from what this found" if deliverable.kind != "count" else \
+            "give the number this counted, if it counted what the request asks for"
+        steps = _answered([wide], [wide.id], deliverable, capabilities, ids, task)
+        if steps is None:
+            return None
+        gen = Generated("new", AgentDecision(steps=steps), next_action=wide.description, warnings=[
+            f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); {node.id} failed "
+            f"with path {node.args.get('path')!r} and the planner ran it over the whole workspace ({wide.id})"])
+        if validate(gen):
+            return None
+        logger.warning("%s: every plan refused; planned %s over the whole workspace", exc.phase, node.id)
+        return gen
+    return None
