@@ -78,7 +78,7 @@ def _spy(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 async def _cli_graph(path: Path) -> Any:
-    from soothe_planner.cli.app import _graph
+    from soothe_planner.cli.running import graph_for as _graph
 
     config = load_config(path)
     async with resolve_persistence(config) as persistence:

@@ -245,7 +245,7 @@ def test_resume_decides_by_status_not_only_by_what_is_scheduled(
 
     async def mark_running() -> None:
         # a checkpoint that says "running" with nothing scheduled: not finished, and not resumable
-        from soothe_planner.cli.app import _graph
+        from soothe_planner.cli.running import graph_for as _graph
         from soothe_planner.config import load_config, resolve_persistence, resolve_run
 
         config = load_config(str(cfg))

@@ -5,7 +5,9 @@ only), ``validate`` (a config file), ``resume`` (a paused or killed run), ``show
 from the checkpointer alone: no model is started). Without ``--config`` a command reads
 ``./soothe.yaml`` (what ``init`` writes), else the config shipped in the package
 (``config/defaults.py``). The CLI holds no logic of its own; ``terminal.py`` draws, the library
-decides.
+decides. ``options.py`` holds what a command was asked and keeps hidden values out of what it
+prints, ``running.py`` takes a run or a resume from the command to the report, and this module
+holds the commands, the boundary and the parsing.
 
 Exit codes: 0 the goal is done (or the command succeeded), 1 the goal failed, 2 a usage or
 configuration error (a missing optional extra among them: the message names the extra to install), 3 the run is paused waiting for plan approval (resume it with ``--approve``
@@ -40,260 +42,43 @@ import signal
 import sys
 import threading
 import traceback
-import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import click
-from rich.console import Console
-from rich.live import Live
 
 from soothe_planner import __version__
+from soothe_planner.cli.options import (
+    EXIT_DONE,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_PAUSED,
+    EXIT_USAGE,
+    EXTRA_OF,
+    Options,
+    Usage,
+    checked_goal,
+    console_for,
+    hidden,
+    hidden_values,
+    read_config,
+    redactors,
+    thread_id_of,
+)
+from soothe_planner.cli.running import plan_context, run_or_resume
 from soothe_planner.errors import ConfigError, PlannerError
 
 __all__ = ["EXIT_DONE", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_PAUSED", "EXIT_USAGE", "Options", "cli", "main"]
-
-EXIT_DONE, EXIT_FAILED, EXIT_USAGE, EXIT_PAUSED, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-Format = Literal["table", "json", "mermaid"]
-
-
-class _Usage(Exception):
-    """A usage mistake found after parsing (exit 2)."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """What one command was asked to do: its arguments and the output flags, wherever they were given."""
-
-    json: bool = False
-    debug: bool = False
-    config: str = ""
-    thread: str | None = None
-    goal: str = ""
-    deliver: str | None = None
-    format: Format = "table"
-    path: str = ""
-    approve: bool = False
-    reject_feedback: str | None = None
-    directory: str = "."
-    force: bool = False
-
-
-_redact: list[Callable[[str], str]] = []
-"""The loaded config's ``redact_text``, while a command runs (see the module docstring)."""
-
-# The optional extras, by the top-level module a command found missing.
-_EXTRA_OF = {"numpy": "local", "llama_cpp": "local", "psycopg": "postgres", "tiktoken": "bench",
-             "networkx": "bench", "sentence_transformers": "bench", "torch": "bench", "rapidfuzz": "bench"}
-
-
-def _find_config(path: str) -> Any:
-    from soothe_planner.config import find_config
-
-    config = find_config(path)
-    _redact[:] = [config.redact_text]
-    return config
-
-
-def _hidden(text: str) -> str:
-    return _redact[0](text) if _redact else text
-
-
-def _hidden_values(value: Any) -> Any:
-    """``value`` (a run's state, as read back) with every string passed through ``_hidden``."""
-    if isinstance(value, str):
-        return _hidden(value)
-    if isinstance(value, dict):
-        return {k: _hidden_values(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_hidden_values(v) for v in value]
-    return value
-
-
-def _thread(args: Options) -> str:
-    """The ``--thread`` value, or a new id; a value that is not printable UTF-8 text is a usage error."""
-    thread = args.thread
-    if thread is None:
-        return uuid.uuid4().hex[:12]
-    try:
-        thread.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _Usage(
-            f"--thread {thread!r} is not valid UTF-8 text (it holds undecodable bytes); give a thread id in text"
-        ) from None
-    if not thread.strip() or not thread.isprintable():
-        raise _Usage(f"--thread {thread!r}: a thread id must be printable text, not empty or control characters")
-    return thread
-
-
-def _goal(goal: str) -> str:
-    """``goal``, or a usage error if it is over the goal size limit."""
-    from soothe_planner.graph import check_goal
-
-    try:
-        return check_goal(goal)
-    except ValueError as exc:
-        raise _Usage(str(exc)) from None
-
-
-def _out(args: Options) -> Console:
-    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 120)
-
-
-# --------------------------------------------------------------------------- building a run
-
-
-def _context(config: Any) -> Any:
-    from soothe_planner.models import PlanContext
-
-    return PlanContext(workspace=str(config.execution.workspace))
-
-
-def _graph(config: Any, resolved: Any, persistence: Any) -> Any:
-    # Built where the server builds its graph (ResolvedRun.graph), so both read every key alike.
-    return resolved.graph(checkpointer=persistence.checkpointer, store=persistence.store)
-
-
-async def _drive(graph: Any, inp: Any, run_cfg: Any, view: Any, args: Options) -> None:
-    """Stream the graph to the end (or a pause), feeding the view."""
-    console = _out(args)
-    live_ok = not args.json and console.is_terminal
-
-    async def pump(on_line: Any) -> None:
-        async for mode, chunk in graph.astream(inp, run_cfg, stream_mode=["custom", "updates"]):
-            if mode == "custom" and isinstance(chunk, dict):
-                line = view.on_event(chunk)
-                if line:
-                    on_line(line)
-            elif mode == "updates" and isinstance(chunk, dict):
-                view.on_update(chunk)
-
-    if live_ok:
-        with Live(view.renderable(), console=console, refresh_per_second=4, transient=True) as live:
-            await pump(lambda _line: live.update(view.renderable()))
-    elif args.json:
-        await pump(lambda _line: None)
-    else:
-        await pump(lambda line: console.print(f"[dim]·[/dim] {line}", markup=True))
-
-
-def _finish(values: dict[str, Any], interrupts: Any, thread_id: str, resolved: Any, args: Options) -> int:
-    from soothe_planner.cli.terminal import render_report, report_dict
-
-    console = _out(args)
-    values = _hidden_values(values)
-    calls = values.get("llm_calls") or 0  # the run's one count, persisted with it (concurrency/meter.py)
-    if interrupts:
-        payload = interrupts[0].value if hasattr(interrupts[0], "value") else interrupts[0]
-        if args.json:
-            report = report_dict(values, thread_id=thread_id, llm_calls=calls)
-            report.update(status="awaiting_approval", approval=_hidden_values(payload))
-            print(json.dumps(report, indent=2, default=str))
-        else:
-            console.print((payload or {}).get("rendering", "") if isinstance(payload, dict) else str(payload))
-            named = f"--config {args.config} " if args.config else ""
-            console.print(
-                f"paused for approval; continue with: soothe-planner resume {named}"
-                f"--thread {thread_id} --approve  (or --reject 'feedback')"
-            )
-        return EXIT_PAUSED
-    if args.json:
-        print(json.dumps(report_dict(values, thread_id=thread_id, llm_calls=calls), indent=2, default=str))
-    else:
-        budget = resolved.config.concurrency.max_total_llm_calls if resolved is not None else 0
-        text = f"{calls}/{budget}" if budget else str(calls)
-        render_report(console, values, thread_id=thread_id, llm_calls_text=text)
-    return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
-
-
-def _resumable(snapshot: Any, thread_id: str) -> bool:
-    """Whether a saved run (not paused for approval) has work left; a finished run is reported again.
-
-    Decided by the run's ``status`` as well as by LangGraph's ``next``: a run whose status is
-    terminal and has nothing scheduled is finished; one with nodes scheduled continues; a run still
-    ``running`` with nothing scheduled cannot be continued and is not reported as finished either.
-    """
-    status = snapshot.values.get("status")
-    if snapshot.next:
-        return True
-    if status in ("done", "failed"):
-        return False
-    raise PlannerError(
-        f"run {thread_id!r} has status {status!r} but its last checkpoint schedules nothing to run, "
-        "so it can neither be continued nor reported as finished; start it again with `run`"
-    )
-
-
-async def _run_or_resume(args: Options, *, resume: bool) -> int:
-    from langgraph.errors import GraphRecursionError
-    from langgraph.types import Command
-
-    from soothe_planner.cli.terminal import RunView
-    from soothe_planner.config import resolve_persistence, resolve_run
-    from soothe_planner.graph import goal_input, run_config
-    from soothe_planner.tracing import trace_run
-
-    config = _find_config(args.config)
-    thread_id = _thread(args)
-    if not resume and not args.json:
-        _out(args).print(f"thread {thread_id}")
-    async with resolve_persistence(config) as persistence:
-        resolved = resolve_run(config)
-        graph = _graph(config, resolved, persistence)
-        run_cfg = run_config(thread_id, config.planner.max_iterations)
-        inp: Any
-        if resume:
-            snapshot = await graph.aget_state(run_cfg)
-            if not snapshot.values:
-                raise _Usage(f"no run with thread id {thread_id!r} in the {config.checkpoint.backend} checkpointer")
-            goal = snapshot.values.get("goal", "")
-            if snapshot.interrupts:
-                if not args.approve and args.reject_feedback is None:
-                    raise _Usage("this run is waiting for plan approval: pass --approve or --reject FEEDBACK")
-                # The approval names the plan the pause showed (its digest), never "whatever is there now".
-                pause = snapshot.interrupts[0].value if isinstance(snapshot.interrupts[0].value, dict) else {}
-                inp = Command(resume={"approved": True, "sha256": pause.get("sha256")} if args.approve else
-                              {"approved": False, "feedback": args.reject_feedback or ""})
-            elif _resumable(snapshot, thread_id):
-                inp = None  # continue from the last checkpoint (a killed run)
-            else:
-                return _finish(snapshot.values, (), thread_id, resolved, args)
-        else:
-            goal = _goal(args.goal)
-            try:
-                inp = goal_input(goal, thread_id=thread_id, max_iterations=config.planner.max_iterations,
-                                 deliverable=args.deliver)
-            except ValueError as exc:
-                raise _Usage(f"--deliver: {exc}") from None
-        # Live: the count the run was saved with, plus the calls this process has made since; the
-        # nodes write the same sum back to the state, which the report and `show` read.
-        spent = (snapshot.values.get("llm_calls") or 0) if resume else 0
-        view = RunView(goal=goal, thread_id=thread_id, budget=config.concurrency.max_total_llm_calls,
-                       llm_calls=lambda: spent + resolved.controller.total_llm_calls)
-        with trace_run(config.tracing.langfuse, goal=goal, thread_id=thread_id, resumed=resume) as trace:
-            try:
-                await _drive(graph, inp, trace.config_for(run_cfg), view, args)  # type: ignore[arg-type]
-            except GraphRecursionError:
-                # Recorded in the checkpoint, so the run reads failed (show, --json), never running.
-                error = f"the loop did not converge within planner.max_iterations={config.planner.max_iterations}"
-                await graph.aupdate_state(run_cfg, {"status": "failed", "error": error})
-        if trace.enabled and not args.json and trace.summary():
-            _out(args).print(trace.summary())
-        snapshot = await graph.aget_state(run_cfg)
-        return _finish(snapshot.values, snapshot.interrupts, thread_id, resolved, args)
-
 
 # --------------------------------------------------------------------------- commands
 
 
 def cmd_run(args: Options) -> int:
-    return asyncio.run(_run_or_resume(args, resume=False))
+    return asyncio.run(run_or_resume(args, resume=False))
 
 
 def cmd_resume(args: Options) -> int:
-    return asyncio.run(_run_or_resume(args, resume=True))
+    return asyncio.run(run_or_resume(args, resume=True))
 
 
 def cmd_init(args: Options) -> int:
@@ -303,7 +88,7 @@ def cmd_init(args: Options) -> int:
     if args.json:
         print(json.dumps({"written": str(path)}))
     else:
-        _out(args).print(
+        console_for(args).print(
             f"wrote {path}: edit it (models.default, execution.workspace, ...); commands run in its folder "
             f"read it without --config, e.g.  soothe-planner run \"List the files\""
         )
@@ -314,12 +99,12 @@ def cmd_validate(args: Options) -> int:
     from soothe_planner.config import load_config
 
     config = load_config(args.path)
-    _redact[:] = [config.redact_text]
+    redactors[:] = [config.redact_text]
     shown = config.redacted_dump()  # values that came from the environment are never printed
     if args.json:
         print(json.dumps({"valid": True, "path": args.path, "config": shown}, indent=2))
     else:
-        _out(args).print(
+        console_for(args).print(
             f"{args.path}: valid (model {shown['models']['default']}, checkpoint {config.checkpoint.backend}, "
             f"{len(config.execution.tools)} tool(s), {len(config.execution.subagents)} subagent(s))"
         )
@@ -331,17 +116,17 @@ async def _plan(args: Options) -> int:
     from soothe_planner.config import resolve_run
     from soothe_planner.graph import offered_context
 
-    config = _find_config(args.config)
+    config = read_config(args.config)
     resolved = resolve_run(config)
-    context = offered_context(resolved.executor, _context(config), plan_mode=True)
-    plan = await resolved.planner.create_plan(_goal(args.goal), context)
+    context = offered_context(resolved.executor, plan_context(config), plan_mode=True)
+    plan = await resolved.planner.create_plan(checked_goal(args.goal), context)
     fmt = "json" if args.json else args.format
     if fmt == "json":
         print(plan_json(plan))
     elif fmt == "mermaid":
         print(plan_mermaid(plan))
     else:
-        _out(args).print(plan_table(plan))
+        console_for(args).print(plan_table(plan))
     return EXIT_DONE
 
 
@@ -353,13 +138,13 @@ async def _show(args: Options) -> int:
     from soothe_planner.cli.terminal import report_dict
     from soothe_planner.config import resolve_checkpointer
 
-    config = _find_config(args.config)
-    thread_id = _thread(args)  # required by the parser
+    config = read_config(args.config)
+    thread_id = thread_id_of(args)  # required by the parser
     async with resolve_checkpointer(config) as saver:
         found = await saver.aget_tuple({"configurable": {"thread_id": thread_id}})
     if found is None:
-        raise _Usage(f"no run with thread id {thread_id!r} in the {config.checkpoint.backend} checkpointer")
-    values = _hidden_values(dict(found.checkpoint.get("channel_values") or {}))
+        raise Usage(f"no run with thread id {thread_id!r} in the {config.checkpoint.backend} checkpointer")
+    values = hidden_values(dict(found.checkpoint.get("channel_values") or {}))
     if args.json or args.format == "json":
         print(json.dumps(report_dict(values, thread_id=thread_id), indent=2, default=str))
     elif args.format == "mermaid":
@@ -370,7 +155,7 @@ async def _show(args: Options) -> int:
         from soothe_planner.cli.terminal import render_report
 
         calls, budget = values.get("llm_calls") or 0, config.concurrency.max_total_llm_calls
-        render_report(_out(args), values, thread_id=thread_id,
+        render_report(console_for(args), values, thread_id=thread_id,
                       llm_calls_text=f"{calls}/{budget}" if budget else str(calls))
     return EXIT_DONE if values.get("status") == "done" else EXIT_FAILED
 
@@ -383,7 +168,7 @@ def cmd_show(args: Options) -> int:
 
 
 def _error(message: str) -> None:
-    line = " ".join(_hidden(str(message)).split())
+    line = " ".join(hidden(str(message)).split())
     print(f"soothe-planner: error: {line}", file=sys.stderr)
 
 
@@ -406,7 +191,7 @@ def _boundary(command: Callable[[Options], int], args: Options) -> int:
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return command(args)
-    except (ConfigError, _Usage) as exc:
+    except (ConfigError, Usage) as exc:
         if args.debug:
             traceback.print_exc()
         _error(str(exc))
@@ -423,7 +208,7 @@ def _boundary(command: Callable[[Options], int], args: Options) -> int:
         if args.debug:
             traceback.print_exc()
         module = (exc.name or "").split(".")[0]
-        extra = _EXTRA_OF.get(module)
+        extra = EXTRA_OF.get(module)
         way_out = f"pip install 'soothe-planner[{extra}]'" if extra else f"install the package that provides {module!r}"
         where = f"the '{extra}' extra's " if extra else "the "
         _error(f"this command needs {where}Python module {module!r}, which is not installed: {way_out}")
@@ -434,7 +219,7 @@ def _boundary(command: Callable[[Options], int], args: Options) -> int:
         _error(f"internal error: {type(exc).__name__}: {exc} (run with --debug for the traceback)")
         return EXIT_FAILED
     finally:
-        _redact.clear()
+        redactors.clear()
         logger.handlers, logger.propagate, logger.level = saved[0], saved[1], saved[2]
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
