@@ -214,3 +214,18 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     # read_file needs its path: nothing to widen
     read = PlanStep(id="s1", description="read", tool="read_file", args={"path": "nope.md"}, status="failed", result=failed)
     assert prescribed_widening(Deliverable(kind="answer"), [read], [failed], caps, lambda g: [], _refused()) is None
+
+
+def test_a_count_reading_sees_no_counting_tool_and_may_copy_a_number_the_outputs_state(tmp_path: Path) -> None:
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    count = StepAction(id="s1", description="count", tool="count_lines", args={"path": "db.toml", "pattern": "pool"})
+    read = StepAction(id="s2", description="read", tool="read_file", args={"path": "db.toml"})
+    results = [StepResult(step_id="s1", success=True, output="1 line in db.toml"),
+               StepResult(step_id="s2", success=True, output="[pool]\nmax_connections = 20\n")]
+    d = Deliverable(kind="count", count_of="connections the pool may hold")
+    ev = evidence_of([count, read], results, caps, d)
+    assert [s.id for s, _ in ev] == ["s2"]
+    assert [s.id for s, _ in evidence_of([count, read], results, caps, Deliverable(kind="answer"))] == ["s1", "s2"]
+    goal = "How many connections may the production pool hold?"
+    assert disagreements(goal, d, _reading("20"), "1", ev)
+    assert disagreements(goal, d, _reading("20"), "It may hold 20.", ev) == []

@@ -291,7 +291,7 @@ class LLMPlanner(SyncPlannerMethods):
         """A small model's ``done`` after a blind second reading of the tool outputs
         (``small_model/crosscheck.py``): ``replan`` when the reading disagrees with what was delivered."""
         deliverable = deliverable_of(state, pm)
-        evidence = evidence_of(nodes, results, by_name(context.available_capabilities))
+        evidence = evidence_of(nodes, results, by_name(context.available_capabilities), deliverable)
         if deliverable is None or not wants_crosscheck(deliverable, evidence):
             return a
         prompt = self._prompt_checked(crosscheck_prompt(goal, deliverable, evidence, self.settings))

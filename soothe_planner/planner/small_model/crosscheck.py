@@ -18,8 +18,10 @@ item counted, one per entry. Code then compares:
   words of the request; a token keeps its ``.``, ``-``, ``@`` and ``/`` joins, so a version or a path
   is one token) appear in the delivered text (the answer, or the deliverable's files as they are
   on disk). A value with no informative token, or one the outputs do not hold, says nothing;
-- a count: the number of distinct items listed that the outputs hold must be a number the answer
-  states (a list that reached the schema's cap says nothing).
+- a count: the reading sees no counting tool's output (it is to count anew); the number it copies
+  where the outputs state one (a setting: "how many connections may the pool hold"), else the
+  number of distinct items it lists that the outputs hold, must be a number the answer states (a
+  list that reached the schema's cap says nothing).
 
 A disagreement turns the ``done`` into ``replan``, naming the part that was not confirmed but *not
 the value the reading found*: told the value, the next plan would copy it, and a wrong reading
@@ -59,8 +61,9 @@ _COPY_EACH_PART = (
     "outputs do not state it."
 )
 _LIST_EVERY_ITEM = (
-    "values: every single item the request counts, one entry each, copied from the outputs (a line, a name, "
-    "a file); [] when the outputs show none."
+    "values: when the outputs state the asked number itself (a setting, a limit, a total written in a file), "
+    "that number as the only entry; otherwise every single item the request counts, one entry each, copied "
+    "from the outputs (a line, a name, a file); [] when the outputs show none."
 )
 
 
@@ -73,10 +76,12 @@ def _flat(text: str) -> str:
 
 
 def evidence_of(
-    nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None
+    nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
+    deliverable: Deliverable | None = None,
 ) -> list[tuple[Step, StepResult]]:
     """The run's tool steps that succeeded, with their results, writes left out (their outputs
-    echo what was delivered) and model steps too (their text is the planner's own)."""
+    echo what was delivered) and model steps too (their text is the planner's own); for a count,
+    counting tools too: the reading is to count anew, not to copy the number a tool gave."""
     by_id = {r.step_id: r for r in results if r.success}
     out = []
     for n in nodes:
@@ -84,7 +89,8 @@ def evidence_of(
         if r is None or is_model_step(n) or not n.tool or n.tools:
             continue
         cap = (capabilities or {}).get(n.tool)
-        if cap is not None and cap.writes_path_arg:
+        if cap is not None and (cap.writes_path_arg or (cap.counts and deliverable is not None
+                                                         and deliverable.kind == "count")):
             continue
         out.append((n, r))
     return out
@@ -157,7 +163,8 @@ def disagreements(
         if not held or len(reading.values) >= _LIST_CAP:
             return []
         stated = {t for t in text_tokens if t.isdigit()}
-        if str(len(held)) in stated:
+        number = held[0] if len(held) == 1 and held[0].isdigit() else str(len(held))  # a number stated, or a list
+        if number in stated:
             return []
         return [f"a second reading of the tool outputs, blind to the answer, lists a different number of "
                 f"{_asked(goal, deliverable)[0]!r} than {where} states: count exactly what the request asks for"]
