@@ -13,8 +13,8 @@ gives each run ``resolve_controller(c).for_run()`` — the same LLM slots, a bud
 copy of the config (``model_copy``) or a config loaded again gets a controller of its own.
 Weighed: a process-wide controller would make two configs with different limits share one; a
 controller per call was the bug (two limiters, each allowing the full limit). Models are built
-once per string and shared the same way, so the embedded server starts once and a scripted
-model's replies are consumed in one order.
+(``chat_models.py``) once per string and shared the same way, so the embedded server starts once
+and a scripted model's replies are consumed in one order.
 
 The StrangeLoop graph is built from a config in one place, ``ResolvedRun.graph`` (``build_graph``
 is it in one call): the command line, the LangGraph server's ``make_graph`` and library callers
@@ -39,21 +39,23 @@ not quote the key someone pasted into it.
 
 from __future__ import annotations
 
-import functools
 import importlib
-import os
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import SecretStr
 
-from soothe_planner.config.providers import PROVIDERS, split_model_spec
-from soothe_planner.config.scripted import load_script
+from soothe_planner.config.chat_models import (
+    SCRIPTED_MODEL_ENV,
+    ModelPool,
+    resolve_chat_model,
+    uses_openai_compatible_server,
+)
+from soothe_planner.config.redaction import redacted
 from soothe_planner.errors import ConfigError
 from soothe_planner.tools import ControlFile, make_builtin_tools
 
@@ -88,143 +90,6 @@ __all__ = [
 SEAL_KEY_FILE = "seal.key"
 """The approval seal's key file, in the state folder (``SOOTHE_SEAL_KEY`` wins when it is set)."""
 
-SCRIPTED_MODEL_ENV = "SOOTHE_SCRIPTED_MODEL"
-"""A path to a JSON list of replies: every model of the run becomes one shared ScriptedChatModel."""
-
-
-# --------------------------------------------------------------------------- models
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _redacted(func: F) -> F:
-    """Re-raise ``func``'s ``ConfigError`` with the config's interpolated values hidden."""
-
-    @functools.wraps(func)
-    def wrapper(config: SootheConfig, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(config, *args, **kwargs)
-        except ConfigError as exc:
-            message = config.redact_text(str(exc))
-            if message == str(exc):
-                raise
-            raise ConfigError(message) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _max_tokens(config: SootheConfig) -> int:
-    return config.models.max_tokens or config.planner.max_output_tokens
-
-
-def _api_key(config: SootheConfig, spec: str, default_env: str | None, required: bool) -> SecretStr | None:
-    env_name = config.models.api_key_env or default_env
-    if env_name is None:
-        return None
-    value = os.environ.get(env_name)
-    if not value:
-        if required or config.models.api_key_env:
-            raise ConfigError(
-                f"model {spec!r} needs an API key: set the environment variable {env_name}"
-                + ("" if config.models.api_key_env else " (or name another one in models.api_key_env)")
-            )
-        return None
-    return SecretStr(value)
-
-
-def _build_model(config: SootheConfig, spec: str) -> BaseChatModel:
-    kind, name = split_model_spec(spec)
-    max_tokens = _max_tokens(config)
-    temperature = config.models.temperature
-    if kind == "local":
-        from soothe_planner.local import local_chat_model
-
-        return local_chat_model(max_tokens=max_tokens, temperature=temperature, model=name)
-    if kind == "scripted":
-        # its errors are printed and saved: a path that came from the environment is not shown
-        label = f"${SCRIPTED_MODEL_ENV}" if name == os.environ.get(SCRIPTED_MODEL_ENV) else config.redact_text(name)
-        return load_script(name, label=label)
-    if config.models.base_url:
-        from langchain_openai import ChatOpenAI
-
-        key = _api_key(config, spec, None, required=False)
-        # OpenAI-compatible servers (llama.cpp among them) ignore max_completion_tokens, which is what
-        # ChatOpenAI sends for max_tokens; the plain field in the body is what they honour.
-        return ChatOpenAI(
-            base_url=config.models.base_url,
-            model=name,
-            api_key=key or SecretStr("not-needed"),
-            temperature=temperature,
-            max_tokens=max_tokens,
-            extra_body={"max_tokens": max_tokens},
-            max_retries=0,  # the planner's transport policy retries; the SDK's 2 would multiply it
-        )
-    if kind not in PROVIDERS:
-        return _init_chat_model(config, spec, max_tokens, temperature)
-    provider = PROVIDERS[kind]
-    key = _api_key(config, spec, provider.key_env, required=provider.key_env is not None)
-    kwargs: dict[str, Any] = {"model": name, "temperature": temperature, "max_tokens": max_tokens}
-    if key is not None:
-        kwargs["api_key"] = key
-    try:
-        chat_class = provider.chat_class()
-        if "max_retries" in getattr(chat_class, "model_fields", {}):
-            # SDK retries run inside the LLM slot and multiply the planner's own (planner/transport.py)
-            kwargs["max_retries"] = 0
-        built: BaseChatModel = chat_class(**kwargs)
-        return built
-    except Exception as exc:
-        raise ConfigError(f"model {spec!r} could not be built: {type(exc).__name__}: {exc}") from None
-
-
-def _init_chat_model(config: SootheConfig, spec: str, max_tokens: int, temperature: float) -> BaseChatModel:
-    """A provider outside the table, built by LangChain's ``init_chat_model`` (the ``langchain`` package)."""
-    try:
-        from langchain.chat_models import init_chat_model
-    except ImportError:
-        raise ConfigError(
-            f"model {spec!r}: its provider is not in the package's table, and LangChain's init_chat_model "
-            "is not installed to build it: pip install langchain"
-        ) from None
-    kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens}
-    key = _api_key(config, spec, None, required=False)  # only when models.api_key_env names one
-    if key is not None:
-        kwargs["api_key"] = key
-    try:
-        model = init_chat_model(spec, **kwargs)
-    except Exception as exc:
-        raise ConfigError(f"model {spec!r} could not be built by init_chat_model: {type(exc).__name__}: {exc}") from None
-    if not isinstance(model, BaseChatModel):
-        raise ConfigError(f"model {spec!r}: init_chat_model returned a {type(model).__name__}, not a chat model")
-    return model
-
-
-@dataclass
-class ModelPool:
-    """Builds each model string once, so every part of a run shares one instance per model."""
-
-    config: SootheConfig
-    built: dict[str, BaseChatModel] = field(default_factory=dict)
-
-    def get(self, spec: str | None = None) -> BaseChatModel:
-        scripted = os.environ.get(SCRIPTED_MODEL_ENV)
-        spec = f"scripted:{scripted}" if scripted else (spec or self.config.models.default)
-        if spec not in self.built:
-            self.built[spec] = _build_model(self.config, spec)
-        return self.built[spec]
-
-
-@_redacted
-def resolve_chat_model(config: SootheConfig, spec: str | None = None) -> BaseChatModel:
-    """The chat model named by ``spec`` (default: ``models.default``); ``ConfigError`` if it cannot be built."""
-    return ModelPool(config).get(spec)
-
-
-def _uses_openai_compatible_server(config: SootheConfig) -> bool:
-    return split_model_spec(config.models.default)[0] == "local" or config.models.base_url is not None
-
-
 # --------------------------------------------------------------------------- planner
 
 
@@ -242,7 +107,7 @@ def resolve_controller(config: SootheConfig) -> ConcurrencyController:
     return controller
 
 
-@_redacted
+@redacted
 def resolve_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -259,7 +124,7 @@ def resolve_planner(
         model = pool.get()
         # The embedded server (and many OpenAI-compatible ones) answers json_schema with HTTP 500;
         # a forced tool call is grammar-enforced there and works.
-        if settings.structured_output_method == "auto" and _uses_openai_compatible_server(config):
+        if settings.structured_output_method == "auto" and uses_openai_compatible_server(config):
             settings = settings.model_copy(update={"structured_output_method": "function_calling"})
     assess = pool.get(config.models.assess) if config.models.assess else None
     return LLMPlanner(
@@ -270,7 +135,7 @@ def resolve_planner(
     )
 
 
-@_redacted
+@redacted
 def resolve_loop_planner(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -337,7 +202,7 @@ def _builtin(config: SootheConfig, cache: dict[str, BaseTool], name: str) -> Bas
     return cache[name]
 
 
-@_redacted
+@redacted
 def resolve_tools(config: SootheConfig) -> list[BaseTool]:
     """The tools named by ``execution.tools``, in order; a spec that does not resolve is a ``ConfigError``."""
     cache: dict[str, BaseTool] = {}
@@ -380,7 +245,7 @@ def _subagents(
     return agents
 
 
-@_redacted
+@redacted
 def resolve_executor(
     config: SootheConfig,
     model: BaseChatModel | None = None,
@@ -488,7 +353,7 @@ class ResolvedRun:
         )
 
 
-@_redacted
+@redacted
 def resolve_run(
     config: SootheConfig,
     model: BaseChatModel | None = None,
