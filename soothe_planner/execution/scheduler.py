@@ -58,10 +58,9 @@ import asyncio
 import contextvars
 import hashlib
 import heapq
-import inspect
 import json
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models import BaseChatModel
@@ -69,10 +68,10 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 
 from soothe_planner.errors import ExecutionError, LLMBudgetExceeded
-from soothe_planner.events import StepCompletedEvent, StepStartedEvent
 from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for
 from soothe_planner.execution.runners import NoRunnerError, StepFailure
+from soothe_planner.execution.step_events import EventSink, StepEvents, stream_writer
 from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
 from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
@@ -87,14 +86,12 @@ if TYPE_CHECKING:
 
 __all__ = ["EventSink", "StepExecutor", "journal_key"]
 
-EventSink = Callable[[dict[str, Any]], Any]
 # The run's briefing (an approved plan, as data) for agent and subagent tasks. A context variable,
 # because the step tasks copy the context of the run that created them and nothing else needs it.
 _BRIEFING: contextvars.ContextVar[str | None] = contextvars.ContextVar("soothe_briefing", default=None)
 # The running step's identity, for the runners' config metadata (set inside each step's own task).
 _STEP_META: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("soothe_step", default=None)
 JOURNAL_NAMESPACE = "soothe_step_journal"
-OUTPUT_EXCERPT_CHARS = 500
 
 
 def journal_key(goal: str, step: PlanStep, attempt: int) -> str:
@@ -115,15 +112,6 @@ def journal_key(goal: str, step: PlanStep, attempt: int) -> str:
     )
     digest = hashlib.sha256(content.encode("utf-8")).hexdigest()[:16]
     return f"{step.id}#{attempt}#{digest}"
-
-
-def _stream_writer() -> Callable[[Any], None] | None:
-    try:
-        from langgraph.config import get_stream_writer
-
-        return get_stream_writer()
-    except Exception:  # outside a graph run there is no writer: events go to on_event only
-        return None
 
 
 class StepExecutor:
@@ -230,8 +218,8 @@ class StepExecutor:
         token = _BRIEFING.set(briefing)
         scope = journal_scope or thread_id or "default"
         journal = journal if journal is not None else self.journal
-        writer = _stream_writer()
-        emit = _Emitter(on_event, writer, thread_id)
+        writer = stream_writer()
+        emit = StepEvents(on_event, writer, thread_id)
         # Start no more steps than there are slots, so that when several are ready the choice of
         # which starts is the scheduler's (longest remaining path first), not the slot queue's.
         slots = self.controller.step_limit or None
@@ -287,7 +275,7 @@ class StepExecutor:
         self,
         manager: PlanManager,
         step: PlanStep,
-        emit: _Emitter,
+        emit: StepEvents,
         thread_id: str | None,
         journal: BaseStore | None,
         scope: str,
@@ -336,7 +324,7 @@ class StepExecutor:
         return result, False
 
     async def _timed(
-        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
+        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: StepEvents
     ) -> StepResult:
         # One ``step:<id>`` span per attempt (a no-op without callbacks), so a trace shows each
         # step with its status and the tool or agent calls it made nested under it.
@@ -346,7 +334,7 @@ class StepExecutor:
         return result
 
     async def _attempt(
-        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: _Emitter
+        self, manager: PlanManager, step: PlanStep, attempt: int, thread_id: str | None, emit: StepEvents
     ) -> StepResult:
         await emit.started(step, attempt)
         start = time.perf_counter()
@@ -456,48 +444,3 @@ def _with_briefing(text: str) -> str:
 def _describe(runnable: Runnable[Any, Any]) -> str:
     doc = getattr(runnable, "description", None) or getattr(runnable, "name", None) or ""
     return str(doc)
-
-
-class _Emitter:
-    """Sends step events to the caller's sink and to LangGraph's custom stream, if there is one."""
-
-    def __init__(self, sink: EventSink | None, writer: Callable[[Any], None] | None, thread_id: str | None) -> None:
-        self.sink = sink
-        self.writer = writer
-        self.thread_id = thread_id
-        self._produced: dict[str, StepOutput] = {}
-
-    def note(self, step_id: str, produced: StepOutput) -> None:
-        """How a step ran, kept for its ``step_completed`` event (sent once the manager recorded it)."""
-        self._produced[step_id] = produced
-
-    async def _send(self, event: StepStartedEvent | StepCompletedEvent) -> None:
-        if self.writer is not None:
-            self.writer(event)
-        if self.sink is not None:
-            out = self.sink(dict(event))
-            if inspect.isawaitable(out):
-                await out
-
-    async def started(self, step: PlanStep, attempt: int, *, replayed: bool = False) -> None:
-        await self._send(
-            StepStartedEvent(event="step_started", step_id=step.id, description=step.description, attempt=attempt,
-                             replayed=replayed, thread_id=self.thread_id)
-        )
-
-    async def completed(self, result: StepResult, *, replayed: bool = False) -> None:
-        produced = self._produced.pop(result.step_id, None)
-        out = result.output if len(result.output) <= OUTPUT_EXCERPT_CHARS else result.output[:OUTPUT_EXCERPT_CHARS] + "…"
-        event = StepCompletedEvent(
-            event="step_completed", step_id=result.step_id, success=result.success, error_type=result.error_type,
-            error=result.error, duration_ms=result.duration_ms, attempt=result.attempt, output=out,
-            replayed=replayed, thread_id=self.thread_id,
-        )
-        if produced is not None:
-            # How the step ran, and which tools a model's output made it call (recovered_from_text:
-            # written as text and run by the step runner, not by the model adapter).
-            event["kind"] = produced.kind
-            event["tool_calls"] = list(produced.called)
-            event["recovered_from_text"] = produced.from_text
-        await self._send(event)
-
