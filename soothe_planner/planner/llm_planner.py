@@ -307,6 +307,7 @@ class LLMPlanner(SyncPlannerMethods):
         else:
             reading = outcome.value
             assert isinstance(reading, CrossCheck)
+            logger.info("crosscheck: the reading gives %s", reading.values)
             text = delivered(deliverable, state.current_decision, results, context.workspace)
             why = "; ".join(disagreements(goal, deliverable, reading, text, evidence))
         if not why:

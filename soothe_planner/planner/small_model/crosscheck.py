@@ -103,7 +103,7 @@ def wants_crosscheck(deliverable: Deliverable | None, evidence: Sequence[tuple[S
 
 def _asked(goal: str, deliverable: Deliverable) -> list[str]:
     if deliverable.kind == "count":
-        return [deliverable.count_of or (deliverable.parts[0] if deliverable.parts else goal)]
+        return [deliverable.count_of or goal]
     return list(deliverable.parts) or [goal]
 
 
