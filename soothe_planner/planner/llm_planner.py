@@ -34,6 +34,12 @@ Decisions recorded here:
 - ``revise_plan`` marks the old plan ``revised`` (the caller's object) and returns a new revision
   with the same id: finished steps keep ids, dependencies, statuses and results, because the
   model's answer is merged through a ``PlanManager`` in which finished nodes are immutable.
+
+What every call needs (the settings as resolved for the model, the wrapped models, the caller, the
+stats, the prompt check, the degraded policy) is ``base.PlannerBase``; the cheap questions around
+planning (intake, continuation, a plain answer) are ``routing.IntakeAndContinuation``; the
+whole-plan protocol (create, revise, reflect) is ``whole_plan.WholePlanMethods``; this module holds
+the two phases and the deliverable's declaration.
 """
 
 from __future__ import annotations
@@ -41,28 +47,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from langchain_core.language_models import BaseChatModel
-
-from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.dag import PlanManager
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import (
-    ContinuationAssessment,
-    IntakeRoute,
     LoopState,
-    Plan,
     PlanContext,
-    PlannerSettings,
     PlanResult,
     PlanStep,
-    Reflection,
     StatusAssessment,
     StepAction,
     StepResult,
 )
 from soothe_planner.parsing import parse_object
-from soothe_planner.planner.calls import Caller, Tally
+from soothe_planner.planner.base import PlanManagerFactory
+from soothe_planner.planner.calls import Tally
 from soothe_planner.planner.contract import needs_declaration, read_back, to_deliverable
 from soothe_planner.planner.generation import (
     Generated,
@@ -77,12 +76,10 @@ from soothe_planner.planner.generation import (
     writes_in_order,
 )
 from soothe_planner.planner.guard import guard_assessment
-from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, resolve_plan_syntax, with_grammar
+from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, with_grammar
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
-from soothe_planner.planner.prompts import escape_data, phases
-from soothe_planner.planner.prompts.profiles import resolve_profile
-from soothe_planner.planner.reflection import deterministic_reflection
-from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
+from soothe_planner.planner.prompts import phases
+from soothe_planner.planner.routing import IntakeAndContinuation
 from soothe_planner.planner.small_model.crosscheck import (
     crosscheck_prompt,
     delivered,
@@ -97,28 +94,21 @@ from soothe_planner.planner.small_model.prescribed import (
     prescribed_widening,
     prescribed_write,
 )
-from soothe_planner.planner.stats import PlannerStats
-from soothe_planner.planner.sync import SyncPlannerMethods
+from soothe_planner.planner.whole_plan import WholePlanMethods
 from soothe_planner.wire import (
     COMPACT_MODEL_STEP,
     AssessStatus,
-    ChooseContinuation,
     CrossCheck,
     DeclareDeliverable,
-    ReflectOnPlan,
-    RouteIntake,
-    to_continuation,
     to_status_assessment,
 )
 
-__all__ = ["LLMPlanner"]
+__all__ = ["LLMPlanner", "PlanManagerFactory"]
 
 logger = logging.getLogger("soothe_planner.planner")
 
-PlanManagerFactory = Callable[[str, PlanContext], PlanManager]
 
-
-class LLMPlanner(SyncPlannerMethods):
+class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
     """Implements ``PlannerProtocol`` and ``LoopPlannerProtocol`` over one ``BaseChatModel``.
 
     ``assess_model`` (optional, e.g. a cheaper model) answers phase 1, continuation and intake.
@@ -126,64 +116,6 @@ class LLMPlanner(SyncPlannerMethods):
     ``stats`` (a ``PlannerStats``) counts outcomes, fallbacks, guards and prompt trims, one named
     counter each. Every async method has a ``_sync`` twin (``plan_sync``, ...; ``sync.py``).
     """
-
-    def __init__(
-        self,
-        model: BaseChatModel,
-        *,
-        assess_model: BaseChatModel | None = None,
-        settings: PlannerSettings | None = None,
-        controller: ConcurrencyController | None = None,
-        plan_manager_factory: PlanManagerFactory | None = None,
-    ) -> None:
-        settings = settings or PlannerSettings()
-        # 'auto' becomes the profile the answering model declares; one profile per planner
-        profile = resolve_profile(settings.prompt_profile, model)
-        self.settings = settings if profile == settings.prompt_profile else settings.model_copy(
-            update={"prompt_profile": profile})
-        syntax = resolve_plan_syntax(self.settings.plan_syntax, model, profile)
-        if syntax == "calls" and profile != "compact":
-            raise ValueError(
-                f"planner.plan_syntax 'calls' needs the compact prompt profile; the profile here is {profile!r}"
-            )
-        if syntax != self.settings.plan_syntax:
-            self.settings = self.settings.model_copy(update={"plan_syntax": syntax})
-        self.controller = controller or ConcurrencyController()
-        # Wrapped, not only called inside the controller's llm_call(): a sync-only model runs in a
-        # worker thread, and only a wrapped model's thread joins the slot's lease, so a call that
-        # timed out keeps its slot until the provider call really returns (no retry beside it).
-        self.model = self.controller.wrap_model(model)
-        self.assess_model = self.controller.wrap_model(assess_model) if assess_model is not None else self.model
-        self.stats = PlannerStats()
-        self._caller = Caller(self.settings, self.controller, self.stats)  # re-ask sampling: set below
-        self._pm_factory = plan_manager_factory or self._default_manager
-        # temperature 0: the same call on the same data gives the same output (the executor's model
-        # steps run on the run's model too, as a run builds them), so a plan of finished work is refused
-        self._greedy = getattr(model, "temperature", None) == 0
-        # the policies that exist because a model is small (planner/small_model/): one switch
-        self.small_model = small_model_rules_on(self.settings, model)
-        self._caller.reask_temperature = reask_temperature(self.settings, self.small_model)
-
-    def _default_manager(self, goal: str, context: PlanContext) -> PlanManager:
-        names = context.capability_names()
-        return PlanManager(goal, max_plan_steps=self.settings.max_plan_steps, allowed_capabilities=names or None,
-                           capabilities=context.available_capabilities)
-
-    def _prompt_checked(self, prompt: phases.Prompt) -> phases.Prompt:
-        if prompt.compact:
-            self.stats.compact_briefing += 1
-            logger.warning("%s: state trimmed and still over budget; the compact briefing replaced the instructions",
-                           prompt.phase)
-        if prompt.over_budget:
-            self.stats.budget_overflow += 1
-            logger.warning(
-                "%s: prompt of %d characters is over the budget of %d even after trimming state; sent whole",
-                prompt.phase, prompt.chars, prompt.budget_chars,
-            )
-        elif prompt.trimmed:
-            self.stats.budget_trims += 1
-            logger.info("%s: trimmed %s to fit the prompt budget", prompt.phase, prompt.trimmed)
-        return prompt
 
     # ================================================================== LoopPlannerProtocol
 
@@ -490,157 +422,9 @@ class LLMPlanner(SyncPlannerMethods):
         logger.info("deliverable: %s (declared by the model)", deliverable.describe())
         return deliverable, warnings
 
-    # ------------------------------------------------------------------ continuation, intake, answer
-
-    async def assess_continuation(
-        self, goal: str, prior_completed_goals: list[str], context: PlanContext
-    ) -> ContinuationAssessment:
-        """``bootstrap`` (one step, then done) or ``plan_generate``, with guardrails."""
-        return await self._continuation(goal, prior_completed_goals, context, Tally(), context.thread_id)
-
-    async def _continuation(
-        self, goal: str, prior: list[str], context: PlanContext, tally: Tally, thread_id: str | None
-    ) -> ContinuationAssessment:
-        if context.intake == "complex":
-            self.stats.guard_overrides += 1
-            return ContinuationAssessment(action="plan_generate", reasoning="guard: complex intake skips the continuation check")
-        prompt = self._prompt_checked(phases.continuation_prompt(goal, prior, self.settings))
-        try:
-            outcome = await self._caller.structured(
-                self.assess_model, ChooseContinuation, prompt.messages(), phase="continuation",
-                convert=lambda m: to_continuation(m),  # type: ignore[arg-type]
-                parse_text=lambda t: to_continuation(parse_object(t, ChooseContinuation)[0]),
-                tally=tally, thread_id=thread_id, iteration=0,
-            )
-        except PlanGenerationError as exc:
-            self._degrade("continuation", exc)
-            return ContinuationAssessment(action="plan_generate", reasoning="degraded: the continuation check failed")
-        ca = outcome.value
-        if ca.action == "bootstrap":
-            reason = ""
-            if context.intake == "simple":
-                reason = "guard: simple intake needs a plan, bootstrap overridden"
-            elif not ca.reasoning.strip():
-                reason = "guard: bootstrap without reasoning overridden"
-            if reason:
-                self.stats.guard_overrides += 1
-                logger.warning("continuation: %s", reason)
-                ca = ContinuationAssessment(action="plan_generate", reasoning=f"{reason}. {ca.reasoning}".strip())
-        return ca
-
-    async def route_intake(self, goal: str, context: PlanContext) -> tuple[IntakeRoute, str]:
-        """``(route, answer)``: trivial requests are answered here; others get an empty answer."""
-        tally = Tally()
-        prompt = self._prompt_checked(phases.intake_prompt(goal, context, self.settings))
-        try:
-            outcome = await self._caller.structured(
-                self.assess_model, RouteIntake, prompt.messages(), phase="intake",
-                convert=lambda m: m,
-                parse_text=lambda t: parse_object(t, RouteIntake)[0],
-                tally=tally, thread_id=context.thread_id, iteration=0,
-            )
-        except PlanGenerationError as exc:
-            self._degrade("intake", exc)
-            return "complex", ""
-        routed = outcome.value
-        assert isinstance(routed, RouteIntake)
-        if routed.route != "trivial":
-            return routed.route, ""
-        answer = routed.answer or await self.answer(goal, context)
-        return "trivial", answer
-
-    def _degrade(self, phase: str, exc: PlanGenerationError) -> None:
-        """Re-raise ``exc`` unless ``on_failure`` is ``degraded``; else count and log the fallback."""
-        if self.settings.on_failure != "degraded":
-            raise exc
-        self.stats.degraded += 1
-        logger.error("%s: degraded after %d attempts; taking the choice that assumes the least", phase, len(exc.attempts))
-
-    async def answer(self, goal: str, context: PlanContext, evidence: str = "") -> str:
-        """A plain-text answer to ``goal``, from ``evidence`` when given (trivial intake, synthesis)."""
-        prompt = self._prompt_checked(phases.answer_prompt(goal, context, evidence, self.settings))
-        text = await self._caller.text(self.model, prompt.messages(), phase="answer", tally=Tally(), thread_id=context.thread_id)
-        return text.strip()
-
-    # ================================================================== PlannerProtocol
-
-    async def create_plan(self, goal: str, context: PlanContext) -> Plan:
-        """One generation call (plus repairs), validated whole before it is returned."""
-        pm = self._pm_factory(goal, context)
-        state = LoopState(goal=goal, thread_id=context.thread_id or "default", max_iterations=self.settings.max_iterations,
-                          recent_messages=list(context.recent_messages))
-        gen = await self._generation_call(
-            goal, state, context, None, pm, Tally(), max_steps=self.settings.max_plan_steps,
-            instruction="Write the whole plan now.", allow_keep=False, replace=False,
-        )
-        assert gen.decision is not None
-        pm.ingest(gen.decision, 0)
-        plan = pm.to_plan()
-        return plan.model_copy(update={"goal": goal, "revision": 0, "reasoning": gen.decision.reasoning or gen.next_action})
-
-    async def revise_plan(self, plan: Plan, reflection: Reflection, thread_id: str | None = None) -> Plan:
-        """A new revision: finished steps are kept as they were; pending ones may be rewritten."""
-        context = PlanContext(thread_id=thread_id)
-        pm = self._manager_from_plan(plan)
-        prompt = self._prompt_checked(phases.revise_prompt(plan.goal, escape_plan(pm), reflection, context, self.settings))
-        compact, max_steps = self.settings.prompt_profile == "compact", self.settings.max_plan_steps
-        validate = decision_validator(plan.goal, context, pm, pm.deliverable, small_model=self.small_model,
-                                      allow_keep=False, replace=True, max_steps=max_steps)
-        read, parse = readers(context, max_steps, pm)
-        outcome = await self._caller.structured(
-            self.model, plan_schema(context, max_steps, False, compact=compact), prompt.messages(), phase="revise",
-            convert=read, parse_text=parse, validate=validate, tally=Tally(), thread_id=thread_id, iteration=plan.revision,
-        )
-        gen = outcome.value
-        assert gen.decision is not None
-        pm.ingest(gen.decision, plan.revision + 1, replace=True)
-        revised = pm.to_plan()
-        plan.status = "revised"
-        return revised.model_copy(update={
-            "id": plan.id, "goal": plan.goal, "revision": plan.revision + 1, "status": "active",
-            "concurrency": plan.concurrency, "is_plan_only": plan.is_plan_only,
-            "reasoning": gen.decision.reasoning or gen.next_action,
-        })
-
-    def _manager_from_plan(self, plan: Plan) -> PlanManager:
-        """A manager holding ``plan`` with every status and result as recorded."""
-        return PlanManager.from_plan(plan, max_plan_steps=self.settings.max_plan_steps)
-
-    async def reflect(
-        self, plan: Plan, step_results: list[StepResult], goal_context: str | None = None
-    ) -> Reflection:
-        """Deterministic facts; with ``llm_reflection`` the model's judgment is layered on top."""
-        facts = deterministic_reflection(plan, step_results)
-        if not self.settings.llm_reflection:
-            return facts
-        goal = plan.goal if not goal_context else f"{plan.goal}\n{goal_context}"
-        merged = {s.id: s for s in plan.steps}
-        for r in step_results:
-            if r.step_id in merged:
-                s = merged[r.step_id]
-                merged[r.step_id] = s.model_copy(update={"result": r, "status": "completed" if r.success else "failed"})
-        prompt = self._prompt_checked(phases.reflect_prompt(goal, plan.model_copy(update={"steps": list(merged.values())}),
-                                                            step_results, self.settings))
-        outcome = await self._caller.structured(
-            self.model, ReflectOnPlan, prompt.messages(), phase="reflect",
-            convert=lambda m: m, parse_text=lambda t: parse_object(t, ReflectOnPlan)[0], tally=Tally(),
-            iteration=plan.revision,
-        )
-        judged = outcome.value
-        assert isinstance(judged, ReflectOnPlan)
-        return facts.model_copy(update={
-            "assessment": f"{facts.assessment}. {judged.assessment}",
-            "should_revise": judged.should_revise,
-            "feedback": "\n".join(x for x in (judged.feedback, facts.feedback) if x),
-        })
-
 
 def _existing_in(workspace: str | None) -> Callable[[str], bool] | None:
     """Whether a path names a file ``workspace`` already has (None without a workspace to look in)."""
     if not workspace:
         return None
     return lambda path: read_back(workspace, path) is not None
-
-
-def escape_plan(pm: PlanManager) -> str:
-    return escape_data(pm.dag_prompt())
