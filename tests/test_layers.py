@@ -3,9 +3,11 @@
 The map (also drawn in ``rfcs/README.md``), lowest layer first. A module may import its own
 subpackage's modules and anything in a *lower* row; never a higher row, never a sibling in the same
 row. A subpackage is entered through its ``__init__`` (its front door), never through a module
-inside it. Imports under ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not
-counted. The deprecated module paths (``plan_manager.py`` and friends) sit above everything: they
-only re-export.
+inside it. Imports under ``if TYPE_CHECKING:`` count too: an annotation is a dependency of the
+design even when it costs nothing at run time, so it may not point up a layer or close a cycle
+(it may name a class in the module that defines it, behind the front door). No module is longer
+than ``MAX_LINES``: past that, a module holds more than one concept. The deprecated module paths
+(``plan_manager.py`` and friends) sit above everything: they only re-export.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ LAYERS: list[list[str]] = [
     ["concurrency"],
     ["deliverable"],
     ["models"],
-    ["wire", "protocols", "testing", "tracing", "tools", "events"],
+    ["wire", "testing", "tracing", "tools", "events"],
     ["dag"],
+    ["protocols"],
     ["parsing"],
     ["planner", "local"],
     ["execution"],
@@ -34,6 +37,9 @@ LAYERS: list[list[str]] = [
     ["plan_manager", "limited_model", "local_llm", "reflection"],  # deprecated paths: re-exports only
 ]
 RANK = {unit: i for i, row in enumerate(LAYERS) for unit in row}
+MAX_LINES = 500
+# Modules still past MAX_LINES, each to be split by concept; an entry goes when its module is split.
+OVER_MAX_LINES = {"soothe_planner.execution.steps", "soothe_planner.planner.prompts.phases"}
 
 
 def _module_name(path: Path) -> str:
@@ -48,25 +54,24 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else ""
 
 
-def _runtime_imports(path: Path) -> list[tuple[int, str]]:
-    """``(line, module)`` for every import of the package that runs (TYPE_CHECKING blocks excluded)."""
+def _imports(path: Path) -> list[tuple[int, str, bool]]:
+    """``(line, module, runs)`` for every import of the package; ``runs`` is false under TYPE_CHECKING."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     annotation_only: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for child in node.body:
                 annotation_only.update(id(n) for n in ast.walk(child))
-    found: list[tuple[int, str]] = []
+    found: list[tuple[int, str, bool]] = []
     for node in ast.walk(tree):
-        if id(node) in annotation_only:
-            continue
+        runs = id(node) not in annotation_only
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.startswith("soothe_planner")]
+            found += [(node.lineno, a.name, runs) for a in node.names if a.name.startswith("soothe_planner")]
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("soothe_planner"):
             if node.module == "soothe_planner":  # `from soothe_planner import x`: x may be a module
-                found += [(node.lineno, f"soothe_planner.{a.name}") for a in node.names]
+                found += [(node.lineno, f"soothe_planner.{a.name}", runs) for a in node.names]
             else:
-                found.append((node.lineno, node.module))
+                found.append((node.lineno, node.module, runs))
     return found
 
 
@@ -81,7 +86,7 @@ def _violations() -> list[str]:
         if name == "soothe_planner":
             continue  # the lazy root re-exports everything by name, at first use
         mine = _unit(name)
-        for line, target in _runtime_imports(path):
+        for line, target, runs in _imports(path):
             theirs = _unit(target)
             where = f"{path.relative_to(PACKAGE.parent)}:{line}"
             if target == "soothe_planner.__version__":
@@ -97,7 +102,7 @@ def _violations() -> list[str]:
             if RANK[theirs] >= RANK[mine]:
                 kind = "points up" if RANK[theirs] > RANK[mine] else "crosses its own layer"
                 problems.append(f"{where}: {mine} -> {target} {kind}")
-            if (PACKAGE / theirs).is_dir() and target != f"soothe_planner.{theirs}":
+            if runs and (PACKAGE / theirs).is_dir() and target != f"soothe_planner.{theirs}":
                 problems.append(f"{where}: {target} bypasses the front door soothe_planner.{theirs}")
     return problems
 
@@ -106,7 +111,7 @@ def _module_graph() -> dict[str, set[str]]:
     modules = _all_modules()
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
-        for _, target in _runtime_imports(path):
+        for _, target, _runs in _imports(path):
             parts = target.split(".")
             while parts and ".".join(parts) not in modules:
                 parts.pop()
@@ -171,6 +176,20 @@ def test_no_module_import_cycle() -> None:
     assert _cycles(graph) == []
 
 
+def _over_max_lines() -> dict[str, int]:
+    lengths = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in _all_modules().items()}
+    return {name: n for name, n in lengths.items() if n > MAX_LINES}
+
+
+def test_no_module_is_longer_than_max_lines() -> None:
+    over = {name: n for name, n in _over_max_lines().items() if name not in OVER_MAX_LINES}
+    assert over == {}, "split the module by concept"
+
+
+def test_every_module_let_past_max_lines_still_is() -> None:
+    assert set(_over_max_lines()) >= OVER_MAX_LINES, "the module was split: drop it from OVER_MAX_LINES"
+
+
 def test_the_graph_reads_every_module() -> None:
     assert set(_module_graph()) >= set(_all_modules()) - {"soothe_planner"}
 
@@ -208,3 +227,15 @@ def test_the_checker_catches_what_it_forbids(tmp_path: Path, monkeypatch: pytest
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_an_import_for_annotations_only_closes_a_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "soothe_planner"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("")
+    (fake / "a.py").write_text("from soothe_planner.b import B\n")
+    (fake / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from soothe_planner.a import A\n"
+    )
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", fake)
+    assert _cycles(_module_graph()) == [["soothe_planner.a", "soothe_planner.b"]]
