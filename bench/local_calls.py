@@ -38,7 +38,7 @@ from bench._common import scoped_environ
 __all__ = ["CALL_KINDS", "Call", "capture_calls", "goal_for", "is_calls_plan_request", "report_named", "text_of",
            "write_workspace"]
 
-CALL_KINDS = ("intake", "generate", "step", "assess", "synthesis")
+CALL_KINDS = ("intake", "generate", "step", "assess", "crosscheck", "synthesis")
 """The kinds of call, in the order one run of the loop sends them."""
 
 _NOWHERE = "http://127.0.0.1:9/v1"  # the recorder answers; nothing listens here
@@ -49,7 +49,7 @@ _WORKSPACE = {
     "src/notes.py": ('"""Notes."""\n\n\ndef load(path):\n    # TODO: handle empty input files\n'
                      "    with open(path) as fh:\n        return fh.read()\n"),
 }
-_STRUCTURED = {"RouteIntake": "intake", "GeneratePlan": "generate", "AssessStatus": "assess"}
+_STRUCTURED = {"RouteIntake": "intake", "GeneratePlan": "generate", "AssessStatus": "assess", "CrossCheck": "crosscheck"}
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,9 @@ def _structured_answer(name: str, schema: dict[str, Any], messages: list[dict[st
         return {"kind": "file", "files": [named[1] if named else "TODO_SUMMARY.md"], "answer_is": "text",
                 "parts": ["the TODO lines by file"],
                 "every_match": False, "count_of": ""}
+    if name == "CrossCheck":  # the blind second reading of a small model's "done": a TODO line, as the search found it
+        found = [line.split(": ", 1)[-1] for line in text_of(messages, "user").splitlines() if "TODO" in line and ": " in line]
+        return {"values": found[:1]}
     if name == "AssessStatus":
         return {"status": "done", "goal_progress": 1.0, "confidence": 0.9,
                 "summary": "The summary was written to the report file."}
@@ -245,7 +248,7 @@ def _captured(variant: int, model: str, profile: str, method: str, syntax: str) 
 
 def capture_calls(variant: int = 0, *, model: str = "local", prompt_profile: str = "compact",
                   structured_output_method: str = "function_calling", plan_syntax: str = "auto") -> list[Call]:
-    """The five requests of ``CALL_KINDS`` of run ``variant``, in the order the loop sent them.
+    """The six requests of ``CALL_KINDS`` of run ``variant``, in the order the loop sent them.
 
     ``model`` is a ``models.default`` string (``local``, ``local:1.5b``): the requests carry its
     name and its client's settings. The planner runs with ``prompt_profile`` and

@@ -117,6 +117,23 @@ def _object_problem(text: str, kind: str) -> str:
     return ""
 
 
+def _reading_problem(body: dict[str, Any], text: str) -> str:
+    """A second reading is usable when it copies at least one TODO item its request's outputs hold."""
+    from pydantic import ValidationError
+
+    from soothe_planner.errors import PlannerError
+    from soothe_planner.parsing.answers import parse_object
+    from soothe_planner.wire import CrossCheck
+
+    try:
+        value, _ = parse_object(text, CrossCheck)
+    except (PlannerError, ValidationError, ValueError) as exc:
+        return f"not a CrossCheck: {exc}"[:300]
+    given = text_of(body.get("messages") or [], "user").casefold()
+    copied = [v for v in value.values if v.strip() and v.strip().casefold() in given and "todo" in v.casefold()]
+    return "" if copied else f"no TODO item of the outputs copied: {value.values!r}"[:300]
+
+
 def judge(kind: str, body: dict[str, Any], text: str) -> str:
     """``""`` if the loop could use ``text`` as the reply to ``body`` (a call of ``kind``), else why not."""
     if kind == "generate":
@@ -127,4 +144,6 @@ def judge(kind: str, body: dict[str, Any], text: str) -> str:
         return _object_problem(text, kind)
     if kind == "synthesis":
         return "" if text.strip() else "an empty reply"
+    if kind == "crosscheck":
+        return _reading_problem(body, text)
     raise ValueError(f"judge: unknown call kind {kind!r}")

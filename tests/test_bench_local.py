@@ -140,7 +140,7 @@ def test_one_run_of_the_loop_sends_each_kind_of_call_once_in_order_on_the_named_
     assert [c.kind for c in calls] == list(CALL_KINDS)
     assert {c.body["model"] for c in calls} == {resolve_model(MODEL)[1].alias}
     structured = {c.kind: c.body["tool_choice"]["function"]["name"] for c in calls if c.body.get("tools")}
-    assert structured == {"intake": "RouteIntake", "assess": "AssessStatus"}
+    assert structured == {"intake": "RouteIntake", "assess": "AssessStatus", "crosscheck": "CrossCheck"}
     # the embedded model declares plans in calls: the plan is a text call held by a grammar
     plan = calls[CALL_KINDS.index("generate")].body
     assert "tools" not in plan and plan["grammar"].startswith('root ::= "```python')
@@ -431,6 +431,8 @@ def test_the_judge_takes_the_replies_the_loop_took_and_says_why_it_refuses_other
     assert judge("step", step, "README.md: document the --dry-run flag") == (
         "5 of 6 TODO items missing, e.g. 'check the exit code of run 2'")
     assert judge("synthesis", calls["synthesis"], "  ") == "an empty reply"
+    assert judge("crosscheck", calls["crosscheck"], '{"values": ["an invented line"]}').startswith("no TODO item")
+    assert judge("crosscheck", calls["crosscheck"], '{"answer": "done"}').startswith("not a CrossCheck")
     # llama-server's requests carry the plan schema as json_schema (with the JSON syntax): judged the same way
     schema_calls = {c.kind: c.body for c in capture_calls(1, model=MODEL, structured_output_method="json_schema",
                                                          plan_syntax="json")}
