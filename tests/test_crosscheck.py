@@ -229,3 +229,27 @@ def test_a_count_reading_sees_no_counting_tool_and_may_copy_a_number_the_outputs
     goal = "How many connections may the production pool hold?"
     assert disagreements(goal, d, _reading("20"), "1", ev)
     assert disagreements(goal, d, _reading("20"), "It may hold 20.", ev) == []
+
+
+def test_a_file_the_goal_names_is_read_before_an_answer_from_it_and_counted_before_a_count(tmp_path: Path) -> None:
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.grounding import unread_files
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "api.md").write_text("## Endpoints\n\n- GET /v1/quote\n")
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    goal = "Schreib jeden Endpunkt aus docs/api.md in ENDPUNKTE.txt"
+
+    def ran(tool: str, args: dict[str, Any]) -> tuple[list[PlanStep], list[StepResult]]:
+        result = StepResult(step_id="s1", success=True, output="docs/api.md:1: ## Endpoints")
+        return [PlanStep(id="s1", description=tool, tool=tool, args=args, status="completed", result=result)], [result]
+
+    file = Deliverable(kind="file", files=["ENDPUNKTE.txt"])
+    searched = ran("search_text", {"pattern": "Endpo", "path": "docs/api.md"})
+    assert unread_files(goal, *searched, caps, str(tmp_path), file) == ["docs/api.md"]  # a search shows lines, not the file
+    assert unread_files(goal, *ran("read_file", {"path": "docs/api.md"}), caps, str(tmp_path), file) == []
+    counted = ran("count_lines", {"path": "docs/api.md", "pattern": "GET"})
+    assert unread_files("Wie viele GET-Zeilen hat docs/api.md?", *counted, caps, str(tmp_path), Deliverable(kind="count")) == []
+    # without a tool that reads one file, any tool that looked in it will do
+    no_reader = {k: v for k, v in caps.items() if k != "read_file"}
+    assert unread_files(goal, *searched, no_reader, str(tmp_path), file) == []

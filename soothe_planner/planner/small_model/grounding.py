@@ -60,6 +60,7 @@ __all__ = [
     "guard_note",
     "guard_reasons",
     "off_subject",
+    "reader_of",
     "states_nothing_read",
     "ungrounded_facts",
     "unread_files",
@@ -138,8 +139,12 @@ def unread_files(
     A file is named when its workspace-relative path (with its folder, or a name with an
     extension) appears in the goal as a whole token: the workspace's names are looked up in the
     goal, not words of the goal in a list. The deliverable's files and those the run wrote are not
-    ones to read. "Looked in" is generous: a tool step whose ``path`` is the file or a folder above
-    it (no ``path``: the whole workspace); after a step of an agent with tools of its own, nothing is
+    ones to read. For a count, "looked in" is generous: a tool step whose ``path`` is the file or a
+    folder above it (no ``path``: the whole workspace). For an answer or a file it means read: a
+    step of the tool that reads one file (``reader_of``) with that file as its ``path``, when one is
+    offered: a search shows the lines that hold its pattern, not the lines the goal asks about (a
+    1.5B searched docs/api.md for "endpoint" and wrote the two heading lines it found as the list of
+    endpoints the file holds below them). After a step of an agent with tools of its own, nothing is
     checked. ``[]`` without a workspace to look in. A 1.5B answered "List the second-level headings
     in README.md" from a listing of docs/ and said done.
     """
@@ -158,13 +163,25 @@ def unread_files(
     ok = {r.step_id for r in results if r.success}
     if any(s.id in ok and (s.subagent or s.tools) for s in nodes):
         return []  # an agent that chose its own tools looked where it liked: nothing to check
+    reader = reader_of(capabilities) if deliverable is None or deliverable.kind != "count" else None
     looked = [path_key(str(s.args.get("path", "."))) for s in nodes
-              if s.tool and s.id in ok and not write_target(s, capabilities)]
+              if s.tool and s.id in ok and not write_target(s, capabilities) and (reader is None or s.tool == reader)]
 
     def covers(where: str, name: str) -> bool:
         folder = where.strip("/")
         return folder in ("", ".") or where == name or name.startswith(folder + "/")
     return [n for n in named if not any(covers(w, n) for w in looked)]
+
+
+def reader_of(capabilities: Mapping[str, Capability] | None) -> str | None:
+    """The offered tool that reads one file by its path: read-only, counting nothing, ``path`` its one
+    required argument (the built-in ``read_file``, or a user's tool of that shape); None if none is."""
+    for cap in (capabilities or {}).values():
+        schema = cap.args_schema or {}
+        if cap.kind == "tool" and cap.read_only and not cap.counts and not cap.writes_path_arg \
+                and schema.get("required") == ["path"]:
+            return cap.name
+    return None
 
 
 class _Judged(NamedTuple):

@@ -40,7 +40,7 @@ from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import LINE_LABEL, path_key
 from soothe_planner.planner.generation import Generated
-from soothe_planner.planner.small_model.grounding import dropped_lines
+from soothe_planner.planner.small_model.grounding import dropped_lines, reader_of
 from soothe_planner.tools import WRITE_TOOL_NAME
 
 __all__ = ["prescribed_reading", "prescribed_widening", "prescribed_write"]
@@ -73,16 +73,6 @@ def prescribed_write(
         return None
     logger.warning("%s: every plan refused; planned the prescribed write %s", exc.phase, step.description)
     return gen
-
-
-def _reader(capabilities: Mapping[str, Capability] | None) -> str | None:
-    """The offered tool that reads one file by its path: read-only, counting nothing, ``path`` its one required argument."""
-    for cap in (capabilities or {}).values():
-        schema = cap.args_schema or {}
-        if cap.kind == "tool" and cap.read_only and not cap.counts and not cap.writes_path_arg \
-                and schema.get("required") == ["path"]:
-            return cap.name
-    return None
 
 
 def _found_unread(
@@ -119,7 +109,7 @@ def prescribed_reading(
     """Read the files the searches found, then answer (and write), as a plan; or None (see the module docstring)."""
     if deliverable is None or deliverable.kind == "count" or any(a.error_type == "transport" for a in exc.attempts):
         return None
-    reader = _reader(capabilities)
+    reader = reader_of(capabilities)
     if reader is None:
         return None
     files, searches, earlier = _found_unread(nodes, results, reader)
