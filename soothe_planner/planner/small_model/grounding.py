@@ -17,8 +17,8 @@ until a step looked in it (``unread_files``); and a ``continue`` over a finished
 the ``done`` it is when the contract's checks pass and the answer's facts all come from tool
 outputs, or the deliverable's file carries every line the searches found (``promote``).
 
-Weighed: asking the model again (self-consistency) costs a call and repeats its blind spot; a
-judge model is what the small-model setting does not have. The rule refuses some right answers —
+Weighed: these checks cost no call. What they cannot see, a fact taken from the wrong place, is
+left to the blind second reading (``crosscheck``), which costs one call per ``done``. The rule refuses some right answers —
 a sum is computed, never copied — which is the side it should err on: a refused right answer is
 a failure the user sees, a wrong answer called done is a false success they do not.
 """
