@@ -46,16 +46,24 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
+from soothe_planner.planner.prompts.questions import (
+    answer_prompt,
+    continuation_prompt,
+    conversation,
+    deliverable_prompt,
+    intake_prompt,
+)
 from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_reasons
 from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
 
 if TYPE_CHECKING:
-    from soothe_planner.dag.plan_manager import PlanManager
+    from soothe_planner.dag import PlanManager
 
 __all__ = [
     "answer_prompt",
     "assess_prompt",
     "continuation_prompt",
+    "deliverable_prompt",
     "generate_prompt",
     "intake_prompt",
     "latest_results",
@@ -73,7 +81,6 @@ many lines it leaves out: its time is the prompt read, most of it outputs, at 60
 second on two cores; the start of an output tells what a step found, and the checks in code read
 every line (``grounding``)."""
 GENERATE_EXCERPT = 800
-CONVERSATION_MESSAGES = 10
 
 
 def _deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
@@ -160,12 +167,6 @@ def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
     if remaining:
         lines.append(f"Not finished yet: {', '.join(remaining)}")
     return "\n".join(lines) or "(none)"
-
-
-def _conversation(state: LoopState | None, context: PlanContext) -> str:
-    messages = (state.recent_messages if state is not None and state.recent_messages else context.recent_messages)
-    shown = messages[-CONVERSATION_MESSAGES:]
-    return escape_data("\n".join(shown)) if shown else "(none)"
 
 
 def _working_memory(state: LoopState, context: PlanContext) -> str:
@@ -328,7 +329,7 @@ def generate_prompt(
             "failed": _failed_text(state, pm),
             "evidence": render_results(fresh, excerpt=GENERATE_EXCERPT),
             "working_memory": _working_memory(state, context),
-            "conversation": _conversation(state, context),
+            "conversation": conversation(state, context),
             "capabilities": render_capabilities(context.available_capabilities),
             "max_steps": str(max_steps),
             "instruction": instruction,
@@ -468,61 +469,6 @@ def reflect_prompt(goal: str, plan: Plan, results: Sequence[StepResult], setting
             "evidence": render_results(latest, excerpt=GENERATE_EXCERPT),
         },
         trimmable={"plan": "head", "evidence": "head"},
-        budget_tokens=settings.prompt_budget_tokens,
-        profile=settings.prompt_profile,
-    )
-
-
-def continuation_prompt(goal: str, prior_goals: Sequence[str], settings: PlannerSettings) -> Prompt:
-    prior = "\n".join(f"- {g}" for g in prior_goals) or "(none)"
-    return build(
-        "continuation",
-        "continuation_system",
-        "continuation_human",
-        {"goal": escape_data(goal), "prior_goals": escape_data(prior)},
-        trimmable={"prior_goals": "tail"},
-        budget_tokens=settings.prompt_budget_tokens,
-        profile=settings.prompt_profile,
-    )
-
-
-def deliverable_prompt(goal: str, settings: PlannerSettings) -> Prompt:
-    """The deliverable's declaration (``planner/contract/declare.py``): the goal alone."""
-    return build(
-        "deliverable",
-        "deliverable_system",
-        "deliverable_human",
-        {"goal": escape_data(goal)},
-        trimmable={},
-        budget_tokens=settings.prompt_budget_tokens,
-        profile=settings.prompt_profile,
-    )
-
-
-def intake_prompt(goal: str, context: PlanContext, settings: PlannerSettings) -> Prompt:
-    caps = ", ".join(c.name for c in context.available_capabilities) or "(none)"
-    return build(
-        "intake",
-        "intake_system",
-        "intake_human",
-        {"goal": escape_data(goal), "conversation": _conversation(None, context), "capabilities": caps},
-        trimmable={"conversation": "tail"},
-        budget_tokens=settings.prompt_budget_tokens,
-        profile=settings.prompt_profile,
-    )
-
-
-def answer_prompt(goal: str, context: PlanContext, evidence: str, settings: PlannerSettings) -> Prompt:
-    return build(
-        "answer",
-        "answer_system",
-        "answer_human",
-        {
-            "goal": escape_data(goal),
-            "conversation": _conversation(None, context),
-            "evidence": escape_data(evidence) if evidence else "(none)",
-        },
-        trimmable={"evidence": "head", "conversation": "tail"},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
     )
