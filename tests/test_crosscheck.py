@@ -253,3 +253,30 @@ def test_a_file_the_goal_names_is_read_before_an_answer_from_it_and_counted_befo
     # without a tool that reads one file, any tool that looked in it will do
     no_reader = {k: v for k, v in caps.items() if k != "read_file"}
     assert unread_files(goal, *searched, no_reader, str(tmp_path), file) == []
+
+
+def test_a_list_is_never_done_on_its_facts_alone(tmp_path: Path) -> None:
+    """A file that must carry every match is promoted from 'continue' only when it holds every line found."""
+    from soothe_planner.models import PlanStep, StatusAssessment
+    from soothe_planner.planner.guard import guard_assessment
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    # one line found (the search looked for the wrong thing), written whole: the contract is met, and
+    # the answer's one fact is a tool's, yet nothing says the list is complete
+    (tmp_path / "acciones.md").write_text("notas/a.md:3: ACTION: marcar parcelas\n")
+    out = "notas/a.md:3: ACTION: marcar parcelas"
+    search = StepResult(step_id="s1", success=True, output=out, outcome={"lines": out.splitlines(), "pattern": "ACTION"})
+    answer = StepResult(step_id="s2", success=True, output=out)
+    write = StepResult(step_id="s3", success=True, output=f"wrote 38 bytes to acciones.md:\n{out}",
+                       outcome={"path": "acciones.md", "bytes": 38})
+    steps = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "ACTION"}),
+             StepAction(id="s2", description="answer", depends_on=["s1"]),
+             StepAction(id="s3", description="write", tool="write_file",
+                        args={"path": "acciones.md", "content": "{{s2.output}}"}, depends_on=["s2"])]
+    nodes = [PlanStep(**s.model_dump(), status="completed", result=r) for s, r in zip(steps, [search, answer, write], strict=True)]
+    keep_going = StatusAssessment(status="continue", goal_progress=0.5, confidence=0.5, summary="")
+    goal = "Saca cada línea ACTION de las notas a acciones.md"
+    a, why = guard_assessment(goal, keep_going, Deliverable(kind="file", files=["acciones.md"], every_match=True),
+                              AgentDecision(steps=steps), nodes, [search, answer, write], caps, str(tmp_path),
+                              plan_finished=True, small_model=True, grounded=True)
+    assert a.status != "done", why

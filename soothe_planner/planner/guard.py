@@ -78,6 +78,8 @@ def guard_assessment(
             or deliverable.kind == "count" or not grounded:
         return a, ""
     why = _every_line_written(goal, deliverable, nodes, results, workspace)
+    if not why and deliverable.every_match:
+        return a, ""  # a list's facts may each be found and the list still short: only every line written vouches
     if not why:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if not step_id:
