@@ -211,6 +211,14 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     wide, answer, write = gen.decision.steps
     assert (wide.tool, wide.args) == ("search_text", {"pattern": "ACTION"}) and answer.depends_on == [wide.id]
     assert write.args == {"path": "acciones.txt", "content": "{{" + answer.id + ".output}}"}
+    # a file of every match gets the widened search written whole; a listing of everything is no widening
+    gen = prescribed_widening(Deliverable(kind="file", files=["acciones.txt"], every_match=True), [search], [failed],
+                              caps, lambda g: [], _refused())
+    assert gen is not None and [s.tool for s in gen.decision.steps] == ["search_text", "write_file"]
+    assert gen.decision.steps[1].args["content"] == "{{" + gen.decision.steps[0].id + ".output}}"
+    listing = PlanStep(id="s1", description="list", tool="list_dir", args={"path": "notas/*.md"}, status="failed",
+                       result=failed)
+    assert prescribed_widening(Deliverable(kind="answer"), [listing], [failed], caps, lambda g: [], _refused()) is None
     # read_file needs its path: nothing to widen
     read = PlanStep(id="s1", description="read", tool="read_file", args={"path": "nope.md"}, status="failed", result=failed)
     assert prescribed_widening(Deliverable(kind="answer"), [read], [failed], caps, lambda g: [], _refused()) is None

@@ -149,12 +149,17 @@ class _Ids:
 
 def _answered(
     steps: list[StepAction], sources: list[str], deliverable: Deliverable,
-    capabilities: Mapping[str, Capability] | None, ids: _Ids, task: str,
+    capabilities: Mapping[str, Capability] | None, ids: _Ids, task: str, *, write_whole: bool = False,
 ) -> list[StepAction] | None:
     """``steps`` then an answer step over ``sources`` (and, for one file, its write with the built-in
-    write tool); None when the file cannot be written so."""
+    write tool); None when the file cannot be written so. ``write_whole``: a file that must carry
+    every match gets the one source's output written whole, with no answer step to cut it short."""
     answer = StepAction(id=ids.next(), description=task, depends_on=list(dict.fromkeys(sources)))
-    out = [*steps, answer]
+    if write_whole and deliverable.kind == "file" and len(sources) == 1:
+        answer = next(s for s in steps if s.id == sources[0])
+        out = list(steps)
+    else:
+        out = [*steps, answer]
     if deliverable.kind == "file":
         write = (capabilities or {}).get(WRITE_TOOL_NAME)
         if write is None or write.writes_path_arg != "path" or len(deliverable.files) != 1:
@@ -187,12 +192,15 @@ def prescribed_widening(
                 or cap.writes_path_arg:
             continue
         args.pop("path")
+        if not args:
+            continue  # a listing of everything is no widening of what was looked for
         ids = _Ids({n.id for n in nodes})
         wide = StepAction(id=ids.next(), description=f"{node.tool} {json.dumps(args, ensure_ascii=False)}",
                           tool=node.tool, args=args)
         task = "answer the request from what this found" if deliverable.kind != "count" else \
             "give the number this counted, if it counted what the request asks for"
-        steps = _answered([wide], [wide.id], deliverable, capabilities, ids, task)
+        steps = _answered([wide], [wide.id], deliverable, capabilities, ids, task,
+                          write_whole=deliverable.every_match and not cap.counts)
         if steps is None:
             return None
         gen = Generated("new", AgentDecision(steps=steps), next_action=wide.description, warnings=[
