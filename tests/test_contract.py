@@ -72,6 +72,13 @@ def test_a_declaration_keeps_only_files_the_goal_names_in_any_language(
     assert deliverable.parts == ["lo pedido"]
 
 
+def test_a_count_with_nothing_to_count_is_an_answer_that_is_a_number() -> None:
+    wire = DeclareDeliverable(kind="count", files=[], answer_is="text", parts=["der Port"], every_match=False, count_of=" ")
+    deliverable, warnings = to_deliverable(wire, "Welchen Port setzt config/server.toml?")
+    assert (deliverable.kind, deliverable.answer_is, deliverable.count_of) == ("answer", "number", "")
+    assert "nothing to count" in warnings[0]
+
+
 async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path: Path) -> None:
     """A German goal: the declaration names the file; a plan without its write is re-asked, the mended one stands."""
     from soothe_planner.tools import make_builtin_tools

@@ -13,7 +13,10 @@ in whatever language it is written; the model's grammar-held answer is read here
   spelling is taken; trailing sentence punctuation is dropped.
 - A ``file`` declaration left with no file the goal names becomes an ``answer`` (with a warning):
   the run may then write nothing, which errs on the side a user can see.
-- ``count_of`` is kept for a count only; ``every_match`` for an answer or a file.
+- ``count_of`` is kept for a count only; ``every_match`` for an answer or a file. A count declared
+  with nothing to count is taken as an answer that is a number: the 1.5B declared "Which port does
+  config/server.toml configure?" a count, and the count contract then asked for a counting tool's
+  number where the port was to be read.
 """
 
 from __future__ import annotations
@@ -105,6 +108,12 @@ def to_deliverable(
             continue
         files.append(path)
     kind = wire.kind
+    answer_is = wire.answer_is
+    if kind == "count" and not str(wire.count_of).strip():
+        # the count contract holds the run to a counting tool's number: with nothing named to count,
+        # a setting's value ("which port ...") would have to come from a count of matching lines
+        warnings.append("deliverable: a count was declared with nothing to count; taken as an answer (a number)")
+        kind, answer_is = "answer", "number"
     if kind == "file" and not files:
         warnings.append("deliverable: a file was declared but the goal names none of the files given; taken as an answer")
         kind = "answer"
@@ -115,7 +124,7 @@ def to_deliverable(
         files=files,
         count_of=str(wire.count_of).strip() if kind == "count" else "",
         parts=[str(p) for p in wire.parts],
-        answer_is=wire.answer_is if kind == "answer" else "text",
+        answer_is=answer_is if kind == "answer" else "text",
         every_match=bool(wire.every_match) and kind != "count",
         declared_by="model",
     ), warnings
