@@ -2,10 +2,11 @@
 
 WorFBench (``Benchmarking Agentic Workflow Generation``, arXiv 2410.07869) pairs tasks with gold
 step DAGs. This benchmark samples a fixed, seeded set of items across the subsets we ship
-(toolbench, seal_tools, lumos, os), asks the configured model for a plan four ways
-(``bench/worfbench_variants.py``: WorFBench's own two-shot single call, a structured single call
-with our schema and nothing around it, the planner without re-asks, the full planner) and scores
-every answer twice:
+(toolbench, seal_tools, lumos, os) and, for each item, runs the configured model up to three ways
+(``--runs``; ``bench/worfbench_variants.py``): WorFBench's own two-shot single call, and the planner
+under each prompt profile the package ships (compact, full), from which three rows each are read
+(its first call with no repair, the planner without re-asks, the planner). It scores every
+answer twice:
 
 - **WorFEval, the official metric** (``bench/worfeval.py``): f1_chain and f1_graph with
   all-mpnet-base-v2 node matching, the evaluator's quirks reproduced; a corrected variant beside
@@ -14,10 +15,20 @@ every answer twice:
 - **ours, lexical** (``bench/worfbench_score.py``): validity, node F1 by token-set ratio, edge F1 on
   transitive reductions. Kept for continuity with earlier runs; not comparable with the paper.
 
-Nothing is cut: the task text goes whole to every variant, so the embedded model's server is
-started by this benchmark with a context of ``--n-ctx`` tokens (the largest two-shot prompt is about
-5,000 tokens by cl100k_base) instead of the package's default of 4,096; ``max_plan_steps`` is raised
-to the largest gold graph in the data (10 steps) where the config asks for fewer.
+**Every run of an item gets the same information**: the same item (one seeded sample, every row
+scored on the same items), the same tools or actions — the two-shot prompt shows them in the task
+text, the planner gets the same list as its capabilities (``bench/worfbench_tools.py``) and the task
+text whole as well — and the same model, server and context. Nothing is cut: the embedded model's
+server is started by this benchmark with a context of ``--n-ctx`` tokens (the largest two-shot
+prompt is about 5,000 tokens by cl100k_base) instead of the package's default of 4,096, and the
+planner's prompt budget is raised to that context less its reply's room, so its prompts are held
+to what the two-shot prompt is given; ``max_plan_steps`` is raised to the largest gold graph in the
+data (10 steps) where the config asks for fewer. The planner's own behaviour is not changed here.
+
+**Every row says what ran and what it cost** (``bench/worfbench_report.py``): profile, plan syntax,
+capabilities passed and re-asks, read back from the planner that ran; LLM calls, prompt and
+completion tokens and model seconds per item, from the recorded calls
+(``bench/worfbench_calls.py``); and the model's raw text of each of those calls.
 
 Modes:
 
@@ -26,13 +37,17 @@ Modes:
   corrected WorFEval scores must be 1.0 on every item; the official WorFEval scores are reported
   beside the gold scored against itself, which is their ceiling (the 20-order cap and the
   START/END quirk keep it under 1.0 for wide or long gold graphs).
+- ``--scripted``: the whole model run on a scripted model that answers with the gold plans
+  (``bench/worfbench_scripted.py``): the harness end to end, in seconds, with no model loaded.
 - default: model runs, time-boxed (``--max-seconds``), items in sample order until the box is
   spent. ``--part K/N`` runs the items at positions K mod N and writes their answers to
-  ``bench/results/worfbench.part-K-of-N.json`` after every item (``--resume`` continues a part that
+  ``bench/results/<stem>.part-K-of-N.json`` after every item (``--resume`` continues a part that
   was stopped); ``--merge N`` reads the N parts and scores them as one run (``--partial``: the
-  parts written so far). Each item is a run of its own, with its own call budget. Raw answers
-  are saved per item (``worfbench.answers.json``), and ``--rescore`` scores them again without a
-  model (after a scorer change, or with ``--similarity exact``).
+  parts written so far; ``bench/worfbench_files.py``). ``<stem>`` is ``worfbench``, or
+  ``worfbench-TAG`` with ``--tag TAG``. Each item is a run of its own, with its own call budget.
+  Each item's runs are saved with their settings and call records (``<stem>.answers.json``), and
+  ``--rescore`` scores them again without a model (after a scorer change, or with
+  ``--similarity exact``).
 """
 
 from __future__ import annotations
@@ -52,40 +67,37 @@ from typing import Any
 from bench import _common
 from bench._common import REPO_ROOT, table, write_results
 from bench.provenance import embedded_model_file
+from bench.worfbench_calls import CallRecorder, summarise_cost
+from bench.worfbench_files import PROTOCOL, RunKey, merge_parts, resumed, run_names, saved_answers
+from bench.worfbench_report import (
+    CATEGORY,
+    PAPER_ROWS,
+    item_cost,
+    print_tables,
+    raw_of,
+    row_label,
+    variant_names,
+)
 from bench.worfbench_score import (
-    END,
-    START,
     GraphScore,
     Workflow,
     parse_workflow,
     score,
-    transitive_reduction,
 )
+from bench.worfbench_scripted import gold_as_full
+from bench.worfbench_tools import capabilities_of
 from bench.worfbench_variants import (
-    VARIANTS,
+    RUNS,
     Answer,
-    RawRecorder,
+    as_dicts,
     plan_answer,
-    planner_answers,
-    single_call,
-    structured_single_call,
+    planner_run,
     task_of,
+    two_shot_run,
 )
 
 SUBSETS = ("toolbench", "seal_tools", "lumos", "os")
 DEFAULT_DATA = REPO_ROOT.parent / "shared" / "data" / "worfbench"
-# The paper's Table 1 reports categories, not subsets; as we read its grouping, toolbench and
-# seal_tools are function-call tasks, lumos problem-solving, os embodied.
-CATEGORY = {"toolbench": "Function Call", "seal_tools": "Function Call", "lumos": "Problem-Solving", "os": "Embodied"}
-PAPER_ROWS: dict[str, dict[str, tuple[float, float]]] = {  # f1_chain, f1_graph (%), two-shot, Table 1
-    "GPT-4": {"Function Call": (74.87, 62.11), "Problem-Solving": (67.18, 55.24), "Embodied": (70.94, 56.17)},
-    "Qwen-2-7B": {"Function Call": (70.79, 55.50), "Problem-Solving": (68.65, 52.13), "Embodied": (62.83, 46.25)},
-    "Llama-3.1-8B": {"Function Call": (63.30, 43.62), "Problem-Solving": (64.49, 46.79), "Embodied": (56.23, 36.40)},
-    "GLM-4-9B": {"Function Call": (59.27, 36.34), "Problem-Solving": (58.91, 40.15), "Embodied": (53.17, 36.15)},
-    "Phi-3-small": {"Function Call": (57.66, 40.71), "Problem-Solving": (55.76, 39.75), "Embodied": (54.77, 37.52)},
-}
-
-
 OnItem = Callable[[dict[str, dict[str, Any]], float], None]
 """Called after each item with every answer so far and the seconds this process spent."""
 
@@ -125,14 +137,8 @@ def largest_gold(items: dict[str, list[dict[str, Any]]]) -> int:
     return max(len(gold_of(it).nodes) for pool in items.values() for it in pool)
 
 
-def workflow_as_generate_plan(wf: Workflow) -> dict[str, Any]:
-    """A gold workflow as the planner's ``GeneratePlan`` answer (dependencies = reduced edges)."""
-    inner = [(a, b) for a, b in transitive_reduction(list(wf.nodes), wf.edges) if a != START and b != END]
-    deps: dict[str, list[str]] = {k: [] for k in wf.nodes}
-    for a, b in sorted(inner):
-        deps[b].append(a)
-    steps = [{"id": k, "description": v, "depends_on": deps[k]} for k, v in wf.nodes.items()]
-    return {"plan_action": "new", "execution_mode": "dependency", "next_action": "follow the workflow", "steps": steps}
+workflow_as_generate_plan = gold_as_full
+"""A gold workflow as the planner's ``GeneratePlan`` answer (dependencies = reduced edges)."""
 
 
 def plan_as_workflow(plan: Any) -> Workflow:
@@ -167,10 +173,12 @@ def same_text(a: str, b: str) -> bool:
     return any(cut.endswith("…") and full.startswith(cut[:-1].rstrip()) for cut, full in ((a, b), (b, a)))
 
 
-def score_one(answer: Answer, item: dict[str, Any], similarity: Any) -> dict[str, Any]:
+def score_one(answer: Answer | dict[str, Any], item: dict[str, Any], similarity: Any) -> dict[str, Any]:
     """Both scorers on one answer: ours (lexical) and WorFEval (official and corrected)."""
     from bench.worfeval import score_item
 
+    if isinstance(answer, dict):  # as saved (a legacy run's answers carry their raw text too)
+        answer = Answer(str(answer["text"]), ok=bool(answer["ok"]), error=str(answer.get("error", "")))
     lexical = score(parse_workflow(answer.text), gold_of(item)) if answer.ok else _failed_score(answer.error)
     official = score_item(answer.text if answer.ok else "", gold_text(item), similarity)
     return {
@@ -287,7 +295,7 @@ def sanity(chosen: list[dict[str, Any]], similarity: Any, seed: int) -> int:
 
 async def run_model(
     items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int,
-    *, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+    *, runs: tuple[str, ...] = RUNS, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     from soothe_planner.config import load_config, resolve_planner
     from soothe_planner.config.providers import split_model_spec
@@ -302,27 +310,55 @@ async def run_model(
         server = LocalModelServer(n_ctx=n_ctx, model=embedded_model(name))
         os.environ["SOOTHE_LOCAL_LLM_URL"] = server.start()
     try:
-        return await _run_items(items, resolve_planner(config), max_seconds, max_steps, done=done, on_item=on_item)
+        return await _run_items(items, resolve_planner(config), max_seconds, max_steps, context_tokens=n_ctx,
+                                runs=runs, done=done, on_item=on_item)
     finally:
         if server is not None:
             server.stop()
             os.environ.pop("SOOTHE_LOCAL_LLM_URL", None)
 
 
+async def run_scripted(
+    items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int,
+    *, runs: tuple[str, ...] = RUNS, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+) -> tuple[dict[str, dict[str, Any]], float]:
+    """The same run on the scripted model (``worfbench_scripted``): no model is loaded."""
+    from bench.worfbench_scripted import scripted_model
+    from soothe_planner.config import load_config, resolve_planner
+
+    base = resolve_planner(load_config(config_path), scripted_model(items))
+    return await _run_items(items, base, max_seconds, max_steps, context_tokens=n_ctx, runs=runs, done=done,
+                            on_item=on_item)
+
+
+def run_settings(base: Any, max_steps: int, context_tokens: int | None) -> Any:
+    """The planner settings every planner run starts from: ``base`` with errors raised, a step cap
+    for the largest gold graph, and a prompt budget of the context the server has (less the reply's
+    room), so the planner's prompts are held to the context the two-shot prompt is given."""
+    update: dict[str, Any] = {"on_failure": "raise", "max_plan_steps": max(base.settings.max_plan_steps, max_steps)}
+    if context_tokens is not None:
+        room = context_tokens - base.settings.max_output_tokens
+        update["prompt_budget_tokens"] = max(base.settings.prompt_budget_tokens, room)
+    return base.settings.model_copy(update=update)
+
+
 async def _run_items(
     items: list[dict[str, Any]], base: Any, max_seconds: float, max_steps: int,
-    *, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+    *, context_tokens: int | None = None, runs: tuple[str, ...] = RUNS,
+    done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
-    """Every variant's answer for each item not in ``done`` (kept as given), within ``max_seconds``.
+    """Every selected run for each item not in ``done`` (kept as given), within ``max_seconds``.
 
     ``on_item(runs, seconds)`` is called after each item with everything so far, so a run that is
     stopped keeps what it finished. Each item is a run of its own: its calls count against a fresh
     ``max_total_llm_calls`` budget (a run's controller from ``base.controller.for_run()``, sharing
-    only the in-flight limit), not one budget for the whole benchmark.
+    only the in-flight limit), not one budget for the whole benchmark. Every run of an item gets
+    the same item, the same tools (``worfbench_tools``; the two-shot prompt shows them in its text,
+    the planner gets them as capabilities) and the same model, server and context.
     """
     from soothe_planner.concurrency import unwrap_model
 
-    recorder = RawRecorder()
+    recorder = CallRecorder()
     raw: Any = unwrap_model(base.model)  # a chat model; its callbacks are a list here
     raw.callbacks = [*(raw.callbacks or []), recorder]
     controller = getattr(base, "controller", None)
@@ -332,9 +368,7 @@ async def _run_items(
 
     await item_model().ainvoke("Say OK.")  # start the server (if any) outside the time box
     recorder.take()
-    settings = base.settings.model_copy(
-        update={"on_failure": "raise", "max_plan_steps": max(base.settings.max_plan_steps, max_steps)}
-    )
+    settings = run_settings(base, max_steps, context_tokens)
     out: dict[str, dict[str, Any]] = dict(done or {})
     t0 = time.perf_counter()
     for i, item in enumerate(items):
@@ -342,15 +376,21 @@ async def _run_items(
             continue
         if time.perf_counter() - t0 > max_seconds:
             break
-        model = item_model()
-        one = await single_call(model, item, recorder)
-        structured = await structured_single_call(model, settings, item, recorder)
-        no_reask, full, stats = await planner_answers(model, settings, item, recorder)
-        answers = dict(zip(VARIANTS, (one, structured, no_reask, full), strict=True))
+        capabilities = capabilities_of(item)
+        records: dict[str, dict[str, Any]] = {}
+        answers: dict[str, Answer] = {}
+        for run in runs:
+            model = item_model()
+            if run == "two-shot":
+                records[run], got = await two_shot_run(model, item, recorder, capabilities)
+            else:
+                records[run], got = await planner_run(model, settings, run, item, capabilities, recorder)
+            answers.update(got)
         out[str(item["id"])] = {
             "subset": item["source"],
-            "answers": {v: dataclasses.asdict(a) for v, a in answers.items()},
-            "planner_stats": stats,
+            "capabilities": [c.name for c in capabilities],
+            "runs": records,
+            "answers": as_dicts(answers),
         }
         print(f"  [{i + 1}/{len(items)}] {item['id']:<22} "
               + "  ".join(f"{v}: {'ok' if a.ok else 'failed'}" for v, a in answers.items()), flush=True)
@@ -371,9 +411,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--max-seconds", type=float, default=6 * 3600.0)
     ap.add_argument("--n-ctx", type=int, default=12288, help="context of the embedded server this run starts")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--similarity", choices=("embedding", "exact"), default="embedding",
-                    help="WorFEval node similarity: all-mpnet-base-v2 (official) or identical text")
+    ap.add_argument("--similarity", choices=("embedding", "exact"), default=None,
+                    help="WorFEval node similarity: all-mpnet-base-v2 (official; the default) or identical text "
+                         "(the default with --scripted)")
     ap.add_argument("--sanity", action="store_true", help="score gold plans fed through the planner")
+    ap.add_argument("--scripted", action="store_true",
+                    help="no model: a scripted model answers every call with the gold plan (checks the harness)")
+    ap.add_argument("--runs", default=",".join(RUNS),
+                    help=f"comma-separated runs per item, of {', '.join(RUNS)} (each gives its rows)")
+    ap.add_argument("--tag", default=None, help="a name added to the results files' (worfbench-TAG...), so a run "
+                                                "of other code or settings does not overwrite another's "
+                                                "(--scripted: 'scripted' unless given)")
+    ap.add_argument("--items-of", default=None, metavar="NAME",
+                    help="only the sampled items scored in bench/results/NAME.json (e.g. worfbench: the items of "
+                         "the first model run), so a new run is compared on the same items")
     ap.add_argument("--part", default=None, help="K/N: plan only the items at positions K mod N (0 <= K < N)")
     ap.add_argument("--merge", type=int, default=None, metavar="N", help="score and report the N parts written by --part")
     ap.add_argument("--rescore", action="store_true", help="score the saved answers again (no model)")
@@ -382,44 +433,77 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="with --part: keep the items its file already holds and plan only the others")
     args = ap.parse_args(argv)
+    args.similarity = args.similarity or ("exact" if args.scripted else "embedding")
+    runs = _parse_runs(args.runs)
+    tag = args.tag or ("scripted" if args.scripted else None)  # a scripted run never overwrites a model run's files
+    stem = "worfbench" if not tag else f"worfbench-{tag}"
     part = _parse_part(args.part) if args.part else None
     items = load_items(args.data)
     n = args.n or (8 if args.quick else 120)
     chosen = sample(items, n if not args.sanity else (args.n or 200), args.seed)
     if args.sanity:
         return sanity(chosen, load_similarity(args.similarity), args.seed)
+    if args.items_of:
+        chosen = only_items_of(args.items_of, chosen)
+    key = RunKey(args.seed, n, args.config.name, args.items_of)
     if args.merge is not None or args.rescore:
-        runs, elapsed = (merge_parts(args.merge, seed=args.seed, n=n, config=args.config.name, partial=args.partial)
-                         if args.merge is not None else _saved_answers(args.seed, n, args.config.name))
-        print(f"worfbench: {len(runs)} items with answers (seed {args.seed})")
-        return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
+        found, elapsed = (merge_parts(args.merge, key, stem=stem, partial=args.partial)
+                          if args.merge is not None else saved_answers(key, stem))
+        print(f"worfbench: {len(found)} items with answers (seed {args.seed})")
+        return report(chosen, found, elapsed, args, n, load_similarity(args.similarity), stem=stem)
     mine = [it for i, it in enumerate(chosen) if part is None or i % part[1] == part[0]]
     steps = largest_gold(items)
     print(f"worfbench: {len(mine)} of {n} items (seed {args.seed}) across {', '.join(sorted(items))}; "
-          f"config {args.config.name}; max_plan_steps >= {steps}; n_ctx {args.n_ctx}; "
-          f"time box {args.max_seconds:.0f} s\n")
+          f"config {args.config.name}; runs {', '.join(runs)}{' (scripted model)' if args.scripted else ''}; "
+          f"max_plan_steps >= {steps}; n_ctx {args.n_ctx}; time box {args.max_seconds:.0f} s\n")
+    go = run_scripted if args.scripted else run_model
     if part is None:
         if args.resume:
             raise SystemExit("--resume continues a part's file: give --part K/N as well")
-        runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps))
-        return report(chosen, runs, elapsed, args, n, load_similarity(args.similarity))
-    name = f"worfbench.part-{part[0]}-of-{part[1]}"
+        found, elapsed = asyncio.run(go(mine, args.config, args.max_seconds, args.n_ctx, steps, runs=runs))
+        return report(chosen, found, elapsed, args, n, load_similarity(args.similarity), stem=stem)
+    name = f"{stem}.part-{part[0]}-of-{part[1]}"
     if not args.resume and (_common.RESULTS_DIR / f"{name}.json").exists():  # never overwrite a part's answers
-        raise SystemExit(f"{name}.json exists: --resume to continue it, or remove it to start the part again")
-    done, before = _resumed(name, args.seed, n, args.config.name) if args.resume else ({}, 0.0)
+        raise SystemExit(f"{name}.json exists: --resume to continue it, or remove it to start the part again "
+                         "(or --tag NAME to write a new run's files beside it)")
+    done, before = resumed(name, key, runs) if args.resume else ({}, 0.0)
     if done:
         print(f"resuming {name}.json: {len(done)} item(s) kept ({before:.0f} s)")
 
-    def save(runs: dict[str, dict[str, Any]], seconds: float) -> None:
+    def save(found: dict[str, dict[str, Any]], seconds: float) -> None:
         write_results(name, {"seed": args.seed, "config": args.config.name, "items_requested": n,
-                             "part": list(part), "elapsed_s": before + seconds,
-                             "load_after": _common.loadavg(), "runs": runs}, **_provenance_args(args, model=True))
+                             "items_of": args.items_of,
+                             "protocol": PROTOCOL, "run_names": list(runs), "scripted": args.scripted,
+                             "n_ctx": args.n_ctx, "part": list(part), "elapsed_s": before + seconds,
+                             "load_after": _common.loadavg(), "runs": found},
+                      **_provenance_args(args, model=not args.scripted))
 
-    runs, elapsed = asyncio.run(run_model(mine, args.config, args.max_seconds, args.n_ctx, steps,
-                                          done=done, on_item=save))
-    save(runs, elapsed)
-    print(f"\n{len(runs)} of {len(mine)} items in {before + elapsed:.0f} s; wrote {name}.json")
+    found, elapsed = asyncio.run(go(mine, args.config, args.max_seconds, args.n_ctx, steps, runs=runs,
+                                    done=done, on_item=save))
+    save(found, elapsed)
+    print(f"\n{len(found)} of {len(mine)} items in {before + elapsed:.0f} s; wrote {name}.json")
     return 0
+
+
+def only_items_of(name: str, chosen: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items of ``chosen`` that results file ``name`` scored, in sample order; refused if it scored others."""
+    path = _common.RESULTS_DIR / f"{name}.json"
+    if not path.exists():
+        raise SystemExit(f"--items-of {name}: {path.name} is missing")
+    ids = [str(row["id"]) for row in json.loads(path.read_text()).get("per_item", [])]
+    known = {str(it["id"]) for it in chosen}
+    if not ids or not set(ids) <= known:
+        raise SystemExit(f"--items-of {name}: {path.name} scored items that are not in this sample "
+                         "(another --seed or --n?)")
+    return [it for it in chosen if str(it["id"]) in set(ids)]
+
+
+def _parse_runs(text: str) -> tuple[str, ...]:
+    chosen = tuple(dict.fromkeys(r.strip() for r in text.split(",") if r.strip()))
+    unknown = [r for r in chosen if r not in RUNS]
+    if unknown or not chosen:
+        raise SystemExit(f"--runs {text!r}: choose among {', '.join(RUNS)} (comma-separated)")
+    return tuple(r for r in RUNS if r in chosen)
 
 
 def _provenance_args(args: argparse.Namespace, *, model: bool) -> dict[str, Any]:
@@ -433,15 +517,6 @@ def _provenance_args(args: argparse.Namespace, *, model: bool) -> dict[str, Any]
     return {"config_files": [args.config], "model_file": found}
 
 
-def _resumed(name: str, seed: int, n: int, config: str) -> tuple[dict[str, dict[str, Any]], float]:
-    """The answers and seconds already in part file ``name`` (none if it does not exist)."""
-    path = _common.RESULTS_DIR / f"{name}.json"
-    if not path.exists():
-        return {}, 0.0
-    data = _read_run(path, seed, n, config)
-    return dict(data["runs"]), float(data["elapsed_s"])
-
-
 def _parse_part(text: str) -> tuple[int, int]:
     try:
         k, n = (int(x) for x in text.split("/"))
@@ -452,101 +527,61 @@ def _parse_part(text: str) -> tuple[int, int]:
     return k, n
 
 
-def _read_run(path: Path, seed: int, n: int, config: str) -> dict[str, Any]:
-    """A saved run (a part, or the answers file), refused if it is not this run's."""
-    data: dict[str, Any] = json.loads(path.read_text())
-    if "runs" not in data:
-        raise SystemExit(f"{path.name} is from the earlier protocol (no saved answers to score); run it again")
-    if (data["seed"], data["items_requested"], data["config"]) != (seed, n, config):
-        raise SystemExit(
-            f"{path.name} is from seed {data['seed']}, {data['items_requested']} items, {data['config']}; "
-            f"expected seed {seed}, {n} items, {config}"
-        )
-    return data
-
-
-def merge_parts(parts: int, *, seed: int, n: int, config: str,
-                partial: bool = False) -> tuple[dict[str, dict[str, Any]], float]:
-    """The parts' answers, one run; refuses parts of a different run, and missing parts unless ``partial``.
-
-    The seconds are the sum of the parts' own: their model time, whether they ran side by side (the
-    wall clock then showed less) or one after another (it showed as much); a part file does not say.
-    """
-    runs: dict[str, dict[str, Any]] = {}
-    elapsed = 0.0
-    for k in range(parts):
-        path = _common.RESULTS_DIR / f"worfbench.part-{k}-of-{parts}.json"
-        if not path.exists():
-            if partial:
-                print(f"--merge {parts} --partial: {path.name} is missing; its items are not in this report")
-                continue
-            raise SystemExit(f"--merge {parts}: {path.name} is missing; run --part {k}/{parts} first "
-                             "(or --partial to report the parts written so far)")
-        data = _read_run(path, seed, n, config)
-        elapsed += float(data["elapsed_s"])
-        runs.update(data["runs"])
-    return runs, elapsed
-
-
-def _saved_answers(seed: int, n: int, config: str) -> tuple[dict[str, dict[str, Any]], float]:
-    path = _common.RESULTS_DIR / "worfbench.answers.json"
-    if not path.exists():
-        raise SystemExit(f"--rescore: {path.name} is missing; run the benchmark first")
-    data = _read_run(path, seed, n, config)
-    return data["runs"], float(data["elapsed_s"])
-
-
 def report(
     chosen: list[dict[str, Any]],
-    runs: dict[str, dict[str, Any]],
+    found: dict[str, dict[str, Any]],
     elapsed: float,
     args: argparse.Namespace,
     n: int,
     similarity: Any,
+    *,
+    stem: str = "worfbench",
 ) -> int:
-    """Score every saved answer, print the tables, write ``worfbench.json`` and the answers file."""
+    """Score every saved answer, print the tables, write ``<stem>.json`` and ``<stem>.answers.json``.
+
+    Every row is scored on the same items: an item some row has no answer for is refused, naming
+    both, since a row's mean over other items would not be comparable with the rest.
+    """
     by_id = {str(it["id"]): it for it in chosen}
-    order = [i for i in by_id if i in runs]  # sample order
+    order = [i for i in by_id if i in found]  # sample order
+    names = variant_names(found[i] for i in order)
+    for item_id in order:
+        missing = [v for v in names if v not in found[item_id]["answers"]]
+        if missing:
+            raise SystemExit(f"item {item_id} has no answer for {missing}: every row is scored on the same items")
     scored: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    costs: dict[str, list[dict[str, Any]]] = {}
     per_item = []
     for item_id in order:
-        item, run = by_id[item_id], runs[item_id]
-        row: dict[str, Any] = {"id": item_id, "subset": run["subset"]}
-        for v in VARIANTS:
-            one = score_one(Answer(**run["answers"][v]), item, similarity)
+        item, run = by_id[item_id], found[item_id]
+        row: dict[str, Any] = {"id": item_id, "subset": run["subset"], "capabilities": run.get("capabilities")}
+        for v in names:
+            one = score_one(run["answers"][v], item, similarity)
             scored.setdefault(v, {}).setdefault(run["subset"], []).append(one)
             scored[v].setdefault("all", []).append(one)
-            row[v] = one
+            spent = item_cost(run, v)
+            if spent is not None:
+                costs.setdefault(v, []).append(spent)
+            row[v] = {**one, "text": run["answers"][v]["text"], "ok": run["answers"][v]["ok"],
+                      "error": run["answers"][v].get("error", ""), "raw": raw_of(run, v), "cost": spent}
         per_item.append(row)
     summary = {v: {k: summarise(s) for k, s in d.items()} for v, d in scored.items()}
-    _print_tables(summary, args.similarity)
+    row_labels = {v: row_label(v, [found[i] for i in order]) for v in names}
+    cost = {v: summarise_cost(costs[v]) if v in costs else None for v in names}
+    print_tables(summary, row_labels, cost, args.similarity)
     print(f"\n{len(order)} of {n} items in {elapsed:.0f} s of model time")
+    protocol = max((PROTOCOL if "runs" in found[i] else 1 for i in order), default=PROTOCOL)
     meta = {"seed": args.seed, "config": args.config.name, "items_requested": n, "items_done": len(order),
-            "elapsed_s": elapsed, "similarity": args.similarity}
+            "items_of": getattr(args, "items_of", None),
+            "elapsed_s": elapsed, "similarity": args.similarity, "protocol": protocol,
+            "scripted": bool(getattr(args, "scripted", False)), "n_ctx": args.n_ctx}
     # a merge or a re-score loads no planning model: the parts' own files name the one their answers came from
-    loaded = args.merge is None and not args.rescore
-    write_results("worfbench.answers", {**meta, "runs": {i: runs[i] for i in order}},
+    loaded = args.merge is None and not args.rescore and not getattr(args, "scripted", False)
+    write_results(f"{stem}.answers", {**meta, "run_names": run_names(found, order), "runs": {i: found[i] for i in order}},
                   **_provenance_args(args, model=loaded))
-    path = write_results("worfbench", {**meta, "summary": summary, "paper_table_1": PAPER_ROWS,
-                                       "paper_category_of_subset": CATEGORY, "per_item": per_item},
+    path = write_results(stem, {**meta, "variants": names, "labels": row_labels, "cost": cost, "summary": summary,
+                                "paper_table_1": PAPER_ROWS, "paper_category_of_subset": CATEGORY,
+                                "per_item": per_item},
                          **_provenance_args(args, model=loaded))
-    print(f"wrote {path.name} and worfbench.answers.json")
+    print(f"wrote {path.name} and {stem}.answers.json")
     return 0
-
-
-def _print_tables(summary: dict[str, dict[str, dict[str, Any]]], similarity: str) -> None:
-    print(f"\nWorFEval (official; node similarity: {similarity}), all items, and ours (lexical)\n")
-    keys = ["f1_chain", "f1_graph", "f1_chain_corrected", "f1_graph_corrected", "parsed_by_official_parser",
-            "ours_validity", "ours_node_f1", "ours_edge_f1"]
-    print(table(["variant", "items", *keys], [[v, d["all"]["n"], *(d["all"][k] for k in keys)] for v, d in summary.items()]))
-    subsets = sorted({k for d in summary.values() for k in d if k != "all"})
-    print("\nPer subset, f1_chain / f1_graph (official), corrected in brackets\n")
-    print(table(
-        ["subset", *summary],
-        [[f"{s} ({summary[VARIANTS[0]][s]['n']})",
-          *(f"{d[s]['f1_chain']:.3f} / {d[s]['f1_graph']:.3f} ({d[s]['f1_chain_corrected']:.3f} / "
-            f"{d[s]['f1_graph_corrected']:.3f})" for d in summary.values())] for s in subsets],
-    ))
-    print("\nThe paper's Table 1 (two-shot, f1_chain / f1_graph, %), by category, for reference\n")
-    cats = list(dict.fromkeys(CATEGORY.values()))
-    print(table(["model", *cats], [[m, *(f"{r[c][0]:.2f} / {r[c][1]:.2f}" for c in cats)] for m, r in PAPER_ROWS.items()]))
