@@ -8,8 +8,9 @@ as the compact JSON plan (``answer`` steps carrying each node's text) or the ful
 the call records, the scoring — is the production path, so a scripted run exercises what a model
 run does in seconds, and every variant should score as the gold against itself.
 
-The model declares what the embedded model declares for ``auto`` (the compact profile, the calls
-syntax), so the planner resolves its settings as it would on that model; it takes no grammar.
+The model declares what the embedded model declares (the compact profile and the calls syntax for
+``auto``, the small-model rules), so the planner resolves its settings and applies its rules as it
+would on that model; it takes no grammar (the embedded server's own request field).
 Token counts are the test double's (characters / 4), seconds are the harness's own.
 """
 
@@ -24,7 +25,7 @@ from bench.worfbench_variants import RUNNING, task_of
 
 __all__ = ["EMBEDDED_METADATA", "gold_as_calls", "gold_as_compact", "gold_as_full", "scripted_model"]
 
-EMBEDDED_METADATA = {"soothe_prompt_profile": "compact", "soothe_plan_syntax": "calls"}
+EMBEDDED_METADATA = {"soothe_prompt_profile": "compact", "soothe_plan_syntax": "calls", "soothe_small_model_rules": True}
 
 
 def _deps(wf: Workflow) -> dict[str, list[str]]:
