@@ -288,3 +288,70 @@ def test_a_list_is_never_done_on_its_facts_alone(tmp_path: Path) -> None:
                               AgentDecision(steps=steps), nodes, [search, answer, write], caps, str(tmp_path),
                               plan_finished=True, small_model=True, grounded=True)
     assert a.status != "done", why
+
+
+def test_an_answer_from_search_lines_waits_for_the_files_they_were_found_in(tmp_path: Path) -> None:
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.reading import unread_hits
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    out = "actas/2024-03-04.md:9: coco\nactas/2024-04-02.md:5: coco\nactas/2024-05-13.md:2: coco\nactas/2024-06-01.md:4: coco"
+    search = StepResult(step_id="s1", success=True, output=out, outcome={"lines": out.splitlines()})
+    answer = StepResult(step_id="s2", success=True, output="actas/2024-03-04.md")
+    steps = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "coco"}),
+             StepAction(id="s2", description="¿qué acta lo decidió?", depends_on=["s1"])]
+    nodes = [PlanStep(**s.model_dump(), status="completed", result=r) for s, r in zip(steps, [search, answer], strict=True)]
+    d = Deliverable(kind="answer", parts=["el acta de la decisión"])
+    # the first three files found, in order
+    assert unread_hits(d, AgentDecision(steps=steps), nodes, [search, answer], caps) == [
+        "actas/2024-03-04.md", "actas/2024-04-02.md", "actas/2024-05-13.md"]
+    read = [PlanStep(id=f"r{i}", description="read", tool="read_file", args={"path": p}, status="completed")
+            for i, p in enumerate(("actas/2024-03-04.md", "actas/2024-04-02.md", "./actas/2024-05-13.md"))]
+    texts = [StepResult(step_id=f"r{i}", success=True, output="...") for i in range(3)]
+    assert unread_hits(d, AgentDecision(steps=steps), nodes + read, [search, answer, *texts], caps) == []
+    # a list of every match carries the lines themselves, a count is checked elsewhere, and an answer
+    # that rests on no search owes no reading
+    assert unread_hits(Deliverable(kind="file", files=["x.md"], every_match=True), AgentDecision(steps=steps), nodes,
+                       [search, answer], caps) == []
+    assert unread_hits(Deliverable(kind="count"), AgentDecision(steps=steps), nodes, [search, answer], caps) == []
+    alone = StepAction(id="s3", description="answer")
+    assert unread_hits(d, AgentDecision(steps=[alone]), [*nodes, PlanStep(**alone.model_dump(), status="completed")],
+                       [search, answer, StepResult(step_id="s3", success=True, output="x")], caps) == []
+
+
+async def test_a_model_that_answers_from_search_lines_again_and_again_gets_the_file_read(tmp_path: Path) -> None:
+    """End to end, greedy: the answer from a search line is refused, the model's repeats are refused,
+    the planner reads the file the search found, and the answer from it stands after the reading agrees."""
+    from soothe_planner.graph import build_strange_loop, goal_input, run_config
+    from soothe_planner.testing import FunctionChatModel
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "sync.py").write_text('import requests\n\nUPLOAD_URL = "https://books.example/api"\n')
+    (tmp_path / "README.md").write_text("# tool\n")
+    plan = '```python\ns1 = search_text(pattern="requests", path=".")\ns2 = answer(s1, task="name the module")\n```'
+    done = {"status": "done", "goal_progress": 1.0, "confidence": 0.9, "summary": "ok"}
+
+    def reply(call: Any) -> Any:
+        if call.schema_name == "AssessStatus":
+            return done
+        if call.schema_name == "CrossCheck":
+            return {"values": ["src/sync.py"]}
+        if "carry out one step" in call.prompt_text:
+            return "src/sync.py" if "UPLOAD_URL =" in call.prompt_text else "requests"
+        return plan
+
+    class Greedy(FunctionChatModel):
+        temperature: float = 0.0
+
+    model = Greedy(fn=reply)
+    executor = StepExecutor(tools=list(make_builtin_tools(tmp_path).values()), agent_model=model)
+    ctx = PlanContext(thread_id="t1", workspace=str(tmp_path), available_capabilities=executor.capabilities())
+    planner = LLMPlanner(model, settings=COMPACT.model_copy(update={"plan_syntax": "calls"}))
+    graph = build_strange_loop(planner, executor, context=ctx, synthesize=False, intake=False)
+    out = await graph.ainvoke(goal_input("Welches Modul importiert requests?", thread_id="t1", deliverable="answer"),
+                              run_config("t1"))
+    assert out["status"] == "done" and out["final_answer"] == "src/sync.py"
+    assert planner.stats.prescribed_readings == 1
+    read = [c for c in model.calls if "carry out one step" in c.prompt_text and "UPLOAD_URL =" in c.prompt_text]
+    assert len(read) == 1  # the answer was made once more, from the file read
+    assert [c.schema_name for c in model.calls].count("CrossCheck") == 1  # only the last "done" was read again

@@ -41,6 +41,7 @@ from soothe_planner.planner.small_model.grounding import (
     unread_files,
     wrong_kind,
 )
+from soothe_planner.planner.small_model.reading import unread_hits
 
 __all__ = ["guard_assessment"]
 
@@ -65,6 +66,10 @@ def guard_assessment(
         unread = unread_files(goal, nodes, results, capabilities, workspace, deliverable)
         if unread:
             reasons.append(f"the goal names {', '.join(unread)}, and no completed step looked in it")
+        hits = unread_hits(deliverable, decision, nodes, results, capabilities)
+        if hits:
+            reasons.append(f"the answer rests on search lines, and no step read {', '.join(hits)}, where they were "
+                           "found: read the file, then answer from it")
         # the answer's checks hold for a "done" and for a "continue" read as one alike
         if a.status in ("done", "continue"):
             reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded)

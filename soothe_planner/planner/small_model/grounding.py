@@ -44,6 +44,7 @@ from soothe_planner.planner.contract import (
     write_target,
     writes_of,
 )
+from soothe_planner.planner.small_model.reading import reader_of
 from soothe_planner.tools import workspace_files
 
 if TYPE_CHECKING:
@@ -60,7 +61,6 @@ __all__ = [
     "guard_note",
     "guard_reasons",
     "off_subject",
-    "reader_of",
     "states_nothing_read",
     "ungrounded_facts",
     "unread_files",
@@ -171,17 +171,6 @@ def unread_files(
         folder = where.strip("/")
         return folder in ("", ".") or where == name or name.startswith(folder + "/")
     return [n for n in named if not any(covers(w, n) for w in looked)]
-
-
-def reader_of(capabilities: Mapping[str, Capability] | None) -> str | None:
-    """The offered tool that reads one file by its path: read-only, counting nothing, ``path`` its one
-    required argument (the built-in ``read_file``, or a user's tool of that shape); None if none is."""
-    for cap in (capabilities or {}).values():
-        schema = cap.args_schema or {}
-        if cap.kind == "tool" and cap.read_only and not cap.counts and not cap.writes_path_arg \
-                and schema.get("required") == ["path"]:
-            return cap.name
-    return None
 
 
 class _Judged(NamedTuple):

@@ -38,14 +38,13 @@ from collections.abc import Callable, Mapping, Sequence
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import LINE_LABEL, path_key
 from soothe_planner.planner.generation import Generated
-from soothe_planner.planner.small_model.grounding import dropped_lines, reader_of
+from soothe_planner.planner.small_model.grounding import dropped_lines
+from soothe_planner.planner.small_model.reading import READ_AT_MOST, reader_of, searched
 from soothe_planner.tools import WRITE_TOOL_NAME
 
 __all__ = ["prescribed_reading", "prescribed_widening", "prescribed_write"]
 
-_READ_AT_MOST = 3
 
 logger = logging.getLogger("soothe_planner.planner")
 
@@ -75,29 +74,6 @@ def prescribed_write(
     return gen
 
 
-def _found_unread(
-    nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], reader: str
-) -> tuple[list[str], list[str], list[str]]:
-    """``(the files the searches found that no completed step read with reader, the searches' ids,
-    the completed reads' ids)``."""
-    ok = {r.step_id for r in results if r.success}
-    done = {n.id for n in nodes if getattr(n, "status", "completed") == "completed" and n.id in ok}
-    reads = [n for n in nodes if n.tool == reader and n.id in done]
-    read = {path_key((n.args or {}).get("path")) for n in reads}
-    found: dict[str, None] = {}
-    searches: list[str] = []
-    for r in results:
-        if not r.success or r.step_id not in done or not isinstance(r.outcome.get("lines"), list):
-            continue
-        hits = [path_key(m.group("path")) for m in LINE_LABEL.finditer(r.output)]
-        if hits:
-            searches.append(r.step_id)
-        for hit in hits:
-            if hit and hit not in read:
-                found[hit] = None
-    return list(found)[:_READ_AT_MOST], searches, [n.id for n in reads]
-
-
 def prescribed_reading(
     deliverable: Deliverable | None,
     nodes: Sequence[PlanStep | StepAction],
@@ -112,7 +88,9 @@ def prescribed_reading(
     reader = reader_of(capabilities)
     if reader is None:
         return None
-    files, searches, earlier = _found_unread(nodes, results, reader)
+    seen = searched(nodes, results, reader)
+    files = [f for f in seen.found if f not in seen.read][:READ_AT_MOST]
+    searches, earlier = seen.searches, seen.reads
     if not files and not earlier:
         return None
     ids = _Ids({n.id for n in nodes})
