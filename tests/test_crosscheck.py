@@ -309,9 +309,9 @@ def test_an_answer_from_search_lines_waits_for_the_files_they_were_found_in(tmp_
             for i, p in enumerate(("actas/2024-03-04.md", "actas/2024-04-02.md", "./actas/2024-05-13.md"))]
     texts = [StepResult(step_id=f"r{i}", success=True, output="...") for i in range(3)]
     assert unread_hits(d, AgentDecision(steps=steps), nodes + read, [search, answer, *texts], caps) == []
-    # a list of every match carries the lines themselves, a count is checked elsewhere, and an answer
-    # that rests on no search owes no reading
-    assert unread_hits(Deliverable(kind="file", files=["x.md"], every_match=True), AgentDecision(steps=steps), nodes,
+    # a file may be made of the lines themselves, a count is checked elsewhere, and an answer that
+    # rests on no search owes no reading
+    assert unread_hits(Deliverable(kind="file", files=["x.md"]), AgentDecision(steps=steps), nodes,
                        [search, answer], caps) == []
     assert unread_hits(Deliverable(kind="count"), AgentDecision(steps=steps), nodes, [search, answer], caps) == []
     alone = StepAction(id="s3", description="answer")

@@ -5,13 +5,13 @@ for is often in the lines around them, or in another file the search also found.
 embedded 1.5B, answers made from search lines alone were the commonest false successes left: the
 first file of several that mention a decision named as the one that records it; the owner of
 another protocol, read from a file the search did not point to; a checklist written from the one
-line of a runbook the search returned. So, with the small-model rules, an answer (or a file made
-from one) whose evidence includes a search is not done until the files that search found, the
-first ``READ_AT_MOST`` in the order found, were read with the tool that reads one file
-(``unread_hits``); the planner prescribes that reading when the model's every re-plan is refused
-(``prescribed.prescribed_reading``). A file of every match is exempt (the lines are what it
-carries), as is a count (what a tool counted is checked elsewhere), and a run offered no tool that
-reads one file.
+line of a runbook the search returned. So, with the small-model rules, an answer whose evidence
+includes a search is not done until the files that search found, the first ``READ_AT_MOST`` in the
+order found, were read with the tool that reads one file (``unread_hits``); the planner prescribes
+that reading when the model's every re-plan is refused (``prescribed.prescribed_reading``). A file
+is exempt: what a file is made of is often the lines themselves (a summary of TODO lines by file),
+and its content meets the second reading (``crosscheck``); so are a count (what a tool counted is
+checked elsewhere) and a run offered no tool that reads one file.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def unread_hits(
     results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
 ) -> list[str]:
     """The files the answer's searches found (the first ``READ_AT_MOST``) that no step read (see the module docstring)."""
-    if deliverable is None or deliverable.kind == "count" or deliverable.every_match or decision is None:
+    if deliverable is None or deliverable.kind != "answer" or deliverable.every_match or decision is None:
         return []
     reader = reader_of(capabilities)
     if reader is None:
