@@ -126,9 +126,18 @@ def test_the_grammar_compiles_in_the_embedded_server_library() -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     caps = [Capability(name="search_text", kind="tool", args_schema=SEARCH),
             Capability(name="write_file", kind="tool", args_schema=WRITE),
-            Capability(name="list_dir", kind="tool", args_schema={"properties": {}})]
+            Capability(name="list_dir", kind="tool", args_schema={"properties": {}}),
+            Capability(name="bash", kind="tool")]  # no schema declared: any keyword
     grammar = plan_grammar(grammar_tools(caps, "answer"), 8)
     assert llama_cpp.LlamaGrammar.from_string(grammar, verbose=False) is not None
+
+
+def test_a_tool_that_declares_no_schema_may_take_any_keyword_and_one_with_none_takes_none() -> None:
+    caps = [Capability(name="bash", kind="tool"), Capability(name="list_dir", kind="tool", args_schema={"properties": {}})]
+    grammar = plan_grammar(grammar_tools(caps, "answer"), 4)
+    assert 't-bash-0-kw ::= ident "=" value' in grammar and "ident ::= [a-zA-Z_]" in grammar
+    assert 't-list-dir-1 ::= "list_dir(" deps? ")"' in grammar
+    assert "ident ::=" not in plan_grammar(grammar_tools(caps[1:], "answer"), 4)
 
 
 # --------------------------------------------------------------------------- the setting

@@ -87,16 +87,21 @@ def _literal(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _params(schema: Mapping[str, Any] | None) -> list[str]:
-    props = (schema or {}).get("properties") or {}
+def _params(schema: Mapping[str, Any] | None) -> list[str] | None:
+    """A tool's parameter names, or None when it declares no schema at all (its arguments are
+    unknown, so any name may be written; a schema with no properties takes none)."""
+    if schema is None:
+        return None
+    props = schema.get("properties") or {}
     return [name for name in props if isinstance(name, str) and name.isidentifier()]
 
 
-def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, existing_ids: Collection[str] = (),
+def plan_grammar(tools: Sequence[tuple[str, Sequence[str] | None]], max_steps: int, existing_ids: Collection[str] = (),
                  *, ends_with: str | None = None) -> str:
     """A GBNF grammar for a plan of 1..``max_steps`` lines ``sN = tool(...)`` over ``tools``
-    (``(name, parameter names)`` pairs, the model step's ``answer`` among them); a step may also
-    name an earlier plan's step (``existing_ids``, those written as identifiers).
+    (``(name, parameter names)`` pairs, the model step's ``answer`` among them; ``None`` for a tool
+    that declares no schema, which may then take any keyword); a step may also name an earlier
+    plan's step (``existing_ids``, those written as identifiers).
 
     ``ends_with`` (one of ``tools``): the last line must call it. The planner asks for the write
     tool when the goal names a file that nothing has written yet (``plan_rules.write_owed``): the
@@ -124,10 +129,13 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, exi
         'fchar ::= [^"\\\\\\n{}] | "\\\\" ["\\\\nt]',
         'number ::= "-"? [0-9]{1,9} ("." [0-9]{1,6})?',
     ]
+    if any(params is None for _, params in tools):
+        lines.append("ident ::= [a-zA-Z_] [a-zA-Z0-9_]{0,31}")
     for rule, (name, params) in zip(rules, tools, strict=True):
-        if params:
+        if params is None or params:
             kw = f"{rule}-kw"
-            lines.append(f"{kw} ::= (" + " | ".join(_literal(p) for p in params) + ') "=" value')
+            keys = "ident" if params is None else "(" + " | ".join(_literal(p) for p in params) + ")"
+            lines.append(f'{kw} ::= {keys} "=" value')
             body = f'(deps (", " {kw})* | {kw} (", " {kw})*)?'
         else:
             body = "deps?"
@@ -135,7 +143,7 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str]]], max_steps: int, exi
     return "\n".join(lines) + "\n"
 
 
-def grammar_tools(capabilities: Sequence[Capability], model_step: str) -> list[tuple[str, list[str]]]:
+def grammar_tools(capabilities: Sequence[Capability], model_step: str) -> list[tuple[str, list[str] | None]]:
     """The (name, parameters) pairs a plan's grammar offers: every tool, and the model step."""
     out = [(c.name, _params(c.args_schema)) for c in capabilities if c.kind == "tool" and c.name.isidentifier()]
     if all(name != model_step for name, _ in out):
