@@ -2,10 +2,12 @@
 
 Every results file carries a ``provenance`` object (``write_results`` adds it):
 
-- ``commit``: ``git rev-parse HEAD`` of the repository the benchmark ran from; ``dirty``: whether
-  the tree had uncommitted changes outside ``bench/results/`` (the benchmark's own output folder,
-  which a run rewrites), with up to ``DIRTY_LISTED`` of the changed paths in ``dirty_paths``. Both
-  ``None`` where there is no git checkout (an installed package).
+- ``commit``: ``git rev-parse HEAD`` of the repository the benchmark ran from, when it started
+  (``begin()``: the code a run loads is the code of its start; a long run may see commits land
+  before it writes, and then ``commit_at_write`` names the later one); ``dirty``: whether the tree
+  had uncommitted changes outside ``bench/results/`` (the benchmark's own output folder, which a
+  run rewrites), with up to ``DIRTY_LISTED`` of the changed paths in ``dirty_paths``. All ``None``
+  where there is no git checkout (an installed package).
 - ``config_digest``: sha256 over the config files the run read (each file's name and bytes, in
   order), or, for a benchmark configured by its command line alone, over the resolved settings as
   canonical JSON; ``config_files`` names the files.
@@ -60,12 +62,15 @@ def loadavg() -> list[float]:
 
 
 _load_at_start = loadavg()
+_git_at_start: dict[str, Any] | None = None
 
 
 def begin() -> None:
-    """Mark the start of a benchmark: the load average now is its ``load_before``."""
-    global _load_at_start
+    """Mark the start of a benchmark: the load average now is its ``load_before``, and the checkout
+    now (its commit, whether it is dirty) is the code the run loaded."""
+    global _load_at_start, _git_at_start
     _load_at_start = loadavg()
+    _git_at_start = git_state()
 
 
 def _git(*args: str) -> str | None:
@@ -166,9 +171,12 @@ def collect(*, config_files: Iterable[Path] = (), settings: Mapping[str, Any] | 
             model_file: Path | None = None) -> dict[str, Any]:  # fmt: skip
     """The provenance of results written now: every key of ``KEYS``, and a few that explain them."""
     files = [Path(p) for p in config_files]
-    git = git_state()
+    now = git_state()
+    git = _git_at_start or now
+    moved = {"commit_at_write": now["commit"]} if now["commit"] != git["commit"] else {}
     return {
         "commit": git["commit"],
+        **moved,
         "dirty": git["dirty"],
         "dirty_paths": git["dirty_paths"],
         "config_digest": config_digest(files, settings),

@@ -68,3 +68,17 @@ def test_a_backfill_records_only_what_git_and_the_file_know() -> None:
     assert len(found["commit_added"]) == 40 and len(found["commit_content"]) == 40
     assert all(found[k] is None for k in ("commit", "dirty", "config_digest", "model_digest", "cpu_model", "cores"))
     assert found["date"] == json.loads(path.read_text())["finished_at"]
+
+
+def test_the_commit_is_the_one_the_run_started_at_and_a_later_one_is_named_apart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long run loads its code when it starts; a commit landed before it writes is not what ran."""
+    heads = iter(["a" * 40, "b" * 40])
+    monkeypatch.setattr(provenance, "git_state", lambda: {"commit": next(heads), "dirty": False, "dirty_paths": []})
+    monkeypatch.setattr(provenance, "_git_at_start", None)
+    provenance.begin()
+    prov = provenance.collect()
+    assert prov["commit"] == "a" * 40 and prov["commit_at_write"] == "b" * 40
+    monkeypatch.setattr(provenance, "git_state", lambda: {"commit": "a" * 40, "dirty": False, "dirty_paths": []})
+    assert "commit_at_write" not in provenance.collect()
