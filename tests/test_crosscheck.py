@@ -355,3 +355,21 @@ async def test_a_model_that_answers_from_search_lines_again_and_again_gets_the_f
     read = [c for c in model.calls if "carry out one step" in c.prompt_text and "UPLOAD_URL =" in c.prompt_text]
     assert len(read) == 1  # the answer was made once more, from the file read
     assert [c.schema_name for c in model.calls].count("CrossCheck") == 1  # only the last "done" was read again
+
+
+def test_a_search_that_found_nothing_in_one_file_is_planned_over_the_whole_workspace(tmp_path: Path) -> None:
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.prescribed import prescribed_widening
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    empty = StepResult(step_id="s1", success=True, output="no matches", outcome={"lines": []})
+    narrow = PlanStep(id="s1", description="search", tool="search_text", args={"pattern": "requests", "path": "src/a.py"},
+                      status="completed", result=empty)
+    gen = prescribed_widening(Deliverable(kind="answer"), [narrow], [empty], caps, lambda g: [], _refused())
+    assert gen is not None and gen.decision.steps[0].args == {"pattern": "requests"}
+    # a search of the whole workspace that found nothing has nowhere wider to look
+    whole = narrow.model_copy(update={"args": {"pattern": "requests", "path": "."}})
+    assert prescribed_widening(Deliverable(kind="answer"), [whole], [empty], caps, lambda g: [], _refused()) is None
+    # a search that found lines is no miss
+    found = StepResult(step_id="s1", success=True, output="src/a.py:1: x", outcome={"lines": ["src/a.py:1: x"]})
+    assert prescribed_widening(Deliverable(kind="answer"), [narrow], [found], caps, lambda g: [], _refused()) is None

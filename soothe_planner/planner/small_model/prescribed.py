@@ -23,10 +23,11 @@ planned only from the run's own results, never from the goal's words, and never 
 answer over the same inputs is refused as a repeat, like any plan.
 
 The widening (``prescribed_widening``): a 1.5B model that searched a folder that does not exist
-planned the same failing call on every re-ask, each refused as a repeat of a failed call. Where the
-tool's ``path`` is optional (its schema does not require it), the planner plans the same call over
-the whole workspace, then an answer from it (and the write, for a file). Nothing is read from the
-error's text: the call failed with a path, and the tool can run without one.
+planned the same failing call on every re-ask, each refused as a repeat of a failed call; another
+searched one file that does not hold the word, and planned that search again. Where the tool's
+``path`` is optional (its schema does not require it), the planner plans the same call over the
+whole workspace, then an answer from it (and the write, for a file). Nothing is read from the
+error's text: the call failed, or found no line, with a path, and the tool can run without one.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract import path_key
 from soothe_planner.planner.generation import Generated
 from soothe_planner.planner.small_model.grounding import dropped_lines
 from soothe_planner.planner.small_model.reading import READ_AT_MOST, reader_of, searched
@@ -159,11 +161,14 @@ def prescribed_widening(
     """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None."""
     if deliverable is None or any(a.error_type == "transport" for a in exc.attempts):
         return None
-    failed = {r.step_id for r in results if not r.success}
+    # a call that failed, or a search that found nothing where it looked: either may find it elsewhere
+    missed = {r.step_id for r in results
+              if not r.success or (isinstance(r.outcome.get("lines"), list) and not r.outcome["lines"])}
     for node in reversed(list(nodes)):
         cap = (capabilities or {}).get(node.tool or "")
         args = dict(node.args or {})
-        if node.id not in failed or cap is None or "path" not in args:
+        if node.id not in missed or cap is None or "path" not in args \
+                or path_key(args.get("path")) in ("", "."):
             continue
         schema = cap.args_schema or {}
         if "path" not in (schema.get("properties") or {}) or "path" in (schema.get("required") or []) \
