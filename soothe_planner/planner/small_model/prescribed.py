@@ -51,6 +51,11 @@ __all__ = ["prescribed_reading", "prescribed_widening", "prescribed_write"]
 logger = logging.getLogger("soothe_planner.planner")
 
 
+def _refused(exc: PlanGenerationError) -> bool:
+    """Whether the model was heard and refused: after a transport failure it was not, and the run says so."""
+    return not any(a.error_type == "transport" for a in exc.attempts)
+
+
 def prescribed_write(
     deliverable: Deliverable | None,
     nodes: Sequence[PlanStep | StepAction],
@@ -60,7 +65,7 @@ def prescribed_write(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """The write the delivery check prescribes, as a one-step plan, or None (see the module docstring)."""
-    if any(a.error_type == "transport" for a in exc.attempts):
+    if not _refused(exc):
         return None
     dropped = dropped_lines(deliverable, nodes, results, capabilities)
     if dropped is None:
@@ -85,7 +90,7 @@ def prescribed_reading(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """Read the files the searches found, then answer (and write), as a plan; or None (see the module docstring)."""
-    if deliverable is None or deliverable.kind == "count" or any(a.error_type == "transport" for a in exc.attempts):
+    if deliverable is None or deliverable.kind == "count" or not _refused(exc):
         return None
     reader = reader_of(capabilities)
     if reader is None:
@@ -159,7 +164,7 @@ def prescribed_widening(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None."""
-    if deliverable is None or any(a.error_type == "transport" for a in exc.attempts):
+    if deliverable is None or not _refused(exc):
         return None
     # a call that failed, or a search that found nothing where it looked: either may find it elsewhere
     missed = {r.step_id for r in results
