@@ -50,6 +50,10 @@ What was weighed:
 - A sync ``llm_call_sync()`` made on a thread that runs an event loop blocks that loop while it
   waits; if the slots are held by tasks of the same loop it waits forever. Sync model calls
   belong in worker threads (LangChain's ``ainvoke`` already puts them there).
+- Each LLM-slot method has a thread form beside the async one. What they decide is written once
+  (``_charged``: charge before waiting, refund a failed wait; ``_joined_lease``: share a live hold;
+  ``_holding``: mark the context, leave after), so the two forms differ only in the wait itself,
+  which cannot be shared: a thread cannot await, and a coroutine must not block its loop.
 """
 
 from __future__ import annotations
@@ -244,6 +248,23 @@ class ConcurrencyController:
             if not self._calls_by_phase[name]:
                 del self._calls_by_phase[name]
 
+    @contextmanager
+    def _charged(self, phase: str | None, *, counted: bool = False) -> Iterator[None]:
+        """Charge the budget around the wait for a slot (unless ``counted``); refund it if the wait fails.
+
+        The one place the charge-before-waiting rule is written: the async and the thread forms of
+        every method below differ only in how they wait, inside this block.
+        """
+        if counted:
+            yield
+            return
+        self._reserve(phase)
+        try:
+            yield
+        except BaseException:
+            self._refund(phase)
+            raise
+
     async def acquire_llm_slot(self, phase: str | None = None) -> bool:
         """Take an LLM slot unless this context already holds one; ``True`` if one was taken.
 
@@ -253,24 +274,16 @@ class ConcurrencyController:
         """
         if self.holds_llm_slot():
             return False
-        self._reserve(phase)
-        try:
+        with self._charged(phase):
             await self._llm.acquire()
-        except BaseException:
-            self._refund(phase)
-            raise
         return True
 
     def acquire_llm_slot_sync(self, phase: str | None = None) -> bool:
         """The thread form of :meth:`acquire_llm_slot`."""
         if self.holds_llm_slot():
             return False
-        self._reserve(phase)
-        try:
+        with self._charged(phase):
             self._llm.acquire_sync()
-        except BaseException:
-            self._refund(phase)
-            raise
         return True
 
     def release_llm_slot(self) -> None:
@@ -284,33 +297,34 @@ class ConcurrencyController:
         returns when the last of them is done. ``counted=True`` takes the slot without charging
         the budget: the call was counted by whoever took the lease it found already given back.
         """
-        if counted:
+        with self._charged(phase, counted=counted):
             await self._llm.acquire()
-        else:
-            self._reserve(phase)
-            try:
-                await self._llm.acquire()
-            except BaseException:
-                self._refund(phase)
-                raise
         return SlotLease(self._llm)
 
     def lease_llm_slot_sync(self, phase: str | None = None, *, counted: bool = False) -> SlotLease:
         """The thread form of :meth:`lease_llm_slot`."""
-        if counted:
+        with self._charged(phase, counted=counted):
             self._llm.acquire_sync()
-        else:
-            self._reserve(phase)
-            try:
-                self._llm.acquire_sync()
-            except BaseException:
-                self._refund(phase)
-                raise
         return SlotLease(self._llm)
 
     def held_lease(self) -> SlotLease | None:
         """The lease on this controller's LLM slot that the current context holds, if any."""
         return HELD_LLM_SLOTS.get().get(self.serial)
+
+    def _joined_lease(self) -> SlotLease | None:
+        """The held lease, joined; ``None`` when there is none or it was given back (take a new one)."""
+        lease = self.held_lease()
+        return lease if lease is not None and lease.join() else None
+
+    @contextmanager
+    def _holding(self, lease: SlotLease) -> Iterator[None]:
+        """Mark ``lease`` as held in this context for the block, and leave it after."""
+        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
+        try:
+            yield
+        finally:
+            reset_held(token)
+            lease.leave()
 
     async def admit_llm_call(self) -> bool:
         """Wait for a place among the calls being prepared for an LLM slot; ``True`` if one was taken.
@@ -338,28 +352,20 @@ class ConcurrencyController:
         Raises ``LLMBudgetExceeded`` before waiting (so before the call) when the run's budget is
         spent.
         """
-        lease = self.held_lease()
-        if lease is None or not lease.join():  # re-entrant: a live hold is shared, not counted again
+        lease = self._joined_lease()  # re-entrant: a live hold is shared, not counted again
+        if lease is None:
             lease = await self.lease_llm_slot(phase)
-        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
-        try:
+        with self._holding(lease):
             yield
-        finally:
-            reset_held(token)
-            lease.leave()
 
     @contextmanager
     def llm_call_sync(self, phase: str | None = None) -> Iterator[None]:
         """The same limiter as :meth:`llm_call`, for code running in a thread."""
-        lease = self.held_lease()
-        if lease is None or not lease.join():
+        lease = self._joined_lease()
+        if lease is None:
             lease = self.lease_llm_slot_sync(phase)
-        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
-        try:
+        with self._holding(lease):
             yield
-        finally:
-            reset_held(token)
-            lease.leave()
 
     @asynccontextmanager
     async def runnable_call(self, phase: str | None = None) -> AsyncIterator[BaseCallbackHandler]:
@@ -369,15 +375,11 @@ class ConcurrencyController:
         the run to the budget when the call starts (``LLMBudgetExceeded`` stops it there). Models
         that this controller did wrap join the held slot and are charged once, by the handler.
         """
-        lease = self.held_lease()
-        if lease is None or not lease.join():
+        lease = self._joined_lease()
+        if lease is None:
             lease = await self.lease_llm_slot(phase, counted=True)
-        token = HELD_LLM_SLOTS.set({**HELD_LLM_SLOTS.get(), self.serial: lease})
-        try:
+        with self._holding(lease):
             yield _ChargeEachCall(self, phase)
-        finally:
-            reset_held(token)
-            lease.leave()
 
     def wrap_model(self, model: BaseChatModel) -> BaseChatModel:
         """Return a copy of ``model`` whose every call takes one of this controller's LLM slots.
