@@ -33,12 +33,18 @@ What was weighed:
 - The phase counted in ``calls_by_phase`` comes from the call's ``RunnableConfig`` metadata key
   ``"soothe_phase"``. LangChain gives ``_generate`` the run manager (with that metadata) but calls
   ``_stream`` without it, so the public entry points also note the phase in a ``ContextVar``.
+- The four provider methods share one ``_Hold`` (which slots to join or take, in what order, how
+  they are marked and let go); each sync method differs from its async twin only in the waits.
+  Two pairs stay written twice on purpose: ``ainvoke`` is no copy of ``invoke`` (only it is paced
+  by admission places, which have no thread form), and ``_scoped_iter``/``_scoped_aiter`` differ
+  only in ``next`` versus ``await anext``, which one function cannot do for both kinds of iterator.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -310,28 +316,64 @@ async def _scoped_aiter(
 # -- the provider calls: hold the slots ---------------------------------------------------------
 
 
-def _join_or_take_sync(controller: LLMGate, phase: str | None) -> SlotLease:
-    held = controller.held_lease()
-    if held is not None and held.join():
-        return held
-    # no slot here, or the caller let go before this thread started: the call was counted already
-    return controller.lease_llm_slot_sync(phase, counted=held is not None)
+class _Hold:
+    """The LLM slots one provider call holds: a lease of each controller that limits the model.
 
+    Written once for the four provider methods: which slots to join and which to take, in the
+    controllers' order (lowest serial first, so two limiters never deadlock), how they are marked
+    as held and how they are let go. The sync and async methods differ only in how they wait for
+    a slot (``take_sync``/``take``), and the async ones end the ``ainvoke``'s admission after.
+    """
 
-async def _join_or_take(controller: LLMGate, phase: str | None) -> SlotLease:
-    held = controller.held_lease()
-    if held is not None and held.join():
-        return held
-    return await controller.lease_llm_slot(phase, counted=held is not None)
+    __slots__ = ("controllers", "leases", "phase")
 
+    def __init__(
+        self, model: BaseChatModel, run_manager: CallbackManagerForLLMRun | AsyncCallbackManagerForLLMRun | None
+    ) -> None:
+        self.phase = _phase(run_manager)
+        self.controllers = _controllers(model)
+        self.leases: list[SlotLease] = []
 
-def _leave_all(leases: list[SlotLease]) -> None:
-    for lease in reversed(leases):
-        lease.leave()
+    def _to_take(self) -> Iterator[tuple[LLMGate, bool]]:
+        """Join each slot this context holds; yield ``(controller, counted)`` for each one to take.
 
+        Lazy: the caller takes (and appends) each slot before the next controller is looked at, so
+        the leases stay in the controllers' order, which ``marked`` pairs them by.
+        """
+        for controller in self.controllers:
+            held = controller.held_lease()
+            if held is not None and held.join():
+                self.leases.append(held)
+            else:
+                # no slot here, or the caller let go before this thread started: the call was counted already
+                yield controller, held is not None
 
-def _marked(controllers: tuple[LLMGate, ...], leases: list[SlotLease]) -> dict[int, SlotLease]:
-    return {**HELD_LLM_SLOTS.get(), **{c.serial: lease for c, lease in zip(controllers, leases, strict=False)}}
+    def take_sync(self) -> None:
+        for controller, counted in self._to_take():
+            self.leases.append(controller.lease_llm_slot_sync(self.phase, counted=counted))
+
+    async def take(self) -> None:
+        for controller, counted in self._to_take():
+            self.leases.append(await controller.lease_llm_slot(self.phase, counted=counted))
+
+    def marked(self) -> dict[int, SlotLease]:
+        """``HELD_LLM_SLOTS`` with these leases added, for the provider call to see."""
+        return {**HELD_LLM_SLOTS.get(), **{c.serial: lease for c, lease in zip(self.controllers, self.leases, strict=False)}}
+
+    @contextmanager
+    def marking(self) -> Iterator[None]:
+        """Mark the leases as held for the block (a nested path joins them instead of taking more)."""
+        token = HELD_LLM_SLOTS.set(self.marked()) if self.leases else None
+        try:
+            yield
+        finally:
+            if token is not None:
+                reset_held(token)
+
+    def leave(self) -> None:
+        """Let go of every lease taken or joined so far, the last first."""
+        for lease in reversed(self.leases):
+            lease.leave()
 
 
 def _make_generate(base: type[BaseChatModel]) -> Callable[..., ChatResult]:
@@ -342,20 +384,13 @@ def _make_generate(base: type[BaseChatModel]) -> Callable[..., ChatResult]:
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        phase = _phase(run_manager)
-        controllers = _controllers(self)
-        leases: list[SlotLease] = []
+        hold = _Hold(self, run_manager)
         try:
-            for controller in controllers:
-                leases.append(_join_or_take_sync(controller, phase))
-            token = HELD_LLM_SLOTS.set(_marked(controllers, leases)) if leases else None
-            try:
+            hold.take_sync()
+            with hold.marking():
                 return base._generate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-            finally:
-                if token is not None:
-                    reset_held(token)
         finally:
-            _leave_all(leases)
+            hold.leave()
 
     return _generate
 
@@ -368,21 +403,14 @@ def _make_agenerate(base: type[BaseChatModel]) -> Callable[..., Any]:
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        phase = _phase(run_manager)
-        controllers = _controllers(self)
-        leases: list[SlotLease] = []
+        hold = _Hold(self, run_manager)
         try:
-            for controller in controllers:
-                leases.append(await _join_or_take(controller, phase))
+            await hold.take()
             _end_admission()
-            token = HELD_LLM_SLOTS.set(_marked(controllers, leases)) if leases else None
-            try:
+            with hold.marking():
                 return await base._agenerate(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-            finally:
-                if token is not None:
-                    reset_held(token)
         finally:
-            _leave_all(leases)
+            hold.leave()
 
     return _agenerate
 
@@ -395,18 +423,15 @@ def _make_private_stream(base: type[BaseChatModel]) -> Callable[..., Iterator[Ch
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        phase = _phase(run_manager)
-        controllers = _controllers(self)
-        leases: list[SlotLease] = []
+        hold = _Hold(self, run_manager)
         try:
-            for controller in controllers:
-                leases.append(_join_or_take_sync(controller, phase))
+            hold.take_sync()
             inner = base._stream(self, messages, stop=stop, run_manager=run_manager, **kwargs)
             # Mark the slots as held only while the provider's generator runs: between chunks the
             # consumer's own calls must take their own slots.
-            yield from _scoped_iter(inner, HELD_LLM_SLOTS, _marked(controllers, leases))
+            yield from _scoped_iter(inner, HELD_LLM_SLOTS, hold.marked())
         finally:
-            _leave_all(leases)
+            hold.leave()
 
     return _stream
 
@@ -419,15 +444,12 @@ def _make_private_astream(base: type[BaseChatModel]) -> Callable[..., AsyncItera
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
-        phase = _phase(run_manager)
-        controllers = _controllers(self)
-        leases: list[SlotLease] = []
+        hold = _Hold(self, run_manager)
         try:
-            for controller in controllers:
-                leases.append(await _join_or_take(controller, phase))
+            await hold.take()
             _end_admission()
             inner = base._astream(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-            scoped = _scoped_aiter(inner, HELD_LLM_SLOTS, _marked(controllers, leases))
+            scoped = _scoped_aiter(inner, HELD_LLM_SLOTS, hold.marked())
             try:
                 async for chunk in scoped:
                     yield chunk
@@ -436,6 +458,6 @@ def _make_private_astream(base: type[BaseChatModel]) -> Callable[..., AsyncItera
                 # stream now rather than whenever the event loop finalises it.
                 await scoped.aclose()
         finally:
-            _leave_all(leases)
+            hold.leave()
 
     return _astream
