@@ -28,6 +28,10 @@ do not fit its schema), ``agent_error``/``subagent_error``/``remote_error``, ``m
 with ``max_tokens`` lowered (``runners.cap_output``), and every call carries ``soothe_phase``
 metadata (``step-model``, ``step-args``, ``step-agent``) so the controller counts them by kind.
 The model step's system prompt is short: answer from the data, call no tool, invent nothing.
+
+**Async only.** A step is run in one form: a sync ``graph.invoke`` reaches it through the
+package's sync bridge (``concurrency.run_sync``, one background event loop), so there is no
+sync twin of this module to keep in step with it.
 """
 
 from __future__ import annotations
