@@ -43,6 +43,9 @@ a provider client is bound to its caller's loop, a database connection to the ag
 caller waits on a future. The table is created on first use (``CREATE TABLE IF NOT EXISTS`` under
 an advisory transaction lock, so replicas starting together do not race). Processes configured
 with different caps share the rows below the smaller one; the cap in force is the largest.
+``SharedSlots.acquire`` and ``acquire_sync`` stay written twice: they differ in every line that
+waits (the agent is started off the loop and its future wrapped for a coroutine; a thread just
+blocks on both), and what they share is the order of taking and giving back, four lines.
 """
 
 from __future__ import annotations

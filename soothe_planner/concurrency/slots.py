@@ -3,7 +3,9 @@
 ``asyncio.Semaphore`` cannot be shared with threads and ``threading.Semaphore`` would block the
 event loop, so ``Slots`` is a lock-protected counter with one FIFO of waiters of both kinds
 (futures woken with ``call_soon_threadsafe``, ``threading.Event`` for threads). A freed slot is
-handed straight to the oldest waiter, so the limit is fully used and nobody starves. The
+handed straight to the oldest waiter, so the limit is fully used and nobody starves.
+``acquire`` and ``acquire_sync`` share the queue (``_take_locked``, ``_abandon``, ``release``) and
+stay written twice only in making and awaiting their waiter, which must differ by kind. The
 controller (``controller.py``) builds its tree from these; the limited model
 (``limited_model.py``) marks the slots it holds in ``HELD_LLM_SLOTS``. Both import this module and
 neither imports the other's internals.
