@@ -14,7 +14,7 @@ from soothe_planner.execution import StepExecutor
 from soothe_planner.graph import offered_context
 from soothe_planner.models import LoopState, PlanContext
 from soothe_planner.parsing import parse_decision
-from soothe_planner.planner import LLMPlanner
+from soothe_planner.planner import LLMPlanner, RunSteps
 from soothe_planner.planner.prompts import phases, template
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools
@@ -105,7 +105,8 @@ async def test_a_reference_written_another_way_is_made_canonical_and_its_depende
 
 
 def test_the_generate_prompt_puts_the_offered_tools_first_and_the_runs_changing_context_last() -> None:
-    prompt = phases.generate_prompt(GOAL, LoopState(goal=GOAL), _context(), None, None, FAST, max_steps=6)
+    fresh = LoopState(goal=GOAL)
+    prompt = phases.generate_prompt(GOAL, fresh, _context(), None, RunSteps.of(fresh, None), FAST, max_steps=6)
     human = prompt.human
     assert human.index("- read_file(path, start_line?: int, end_line?: int)") < human.index("<goal>") < human.index("Iteration 1")
     assert human.rstrip().endswith("Write at most 6 steps.")

@@ -45,6 +45,9 @@ from soothe_planner.planner.reflection import (
     deterministic_reflection,
     split_failures,
 )
+from soothe_planner.planner.run_steps import (
+    RunSteps,
+)
 from soothe_planner.planner.stats import (
     PlannerStats,
 )
@@ -62,6 +65,7 @@ __all__ = [
     "LLMPlanner",
     "PlannerStats",
     "Prompt",
+    "RunSteps",
     "Tally",
     "answer_prompt",
     "assess_prompt",

@@ -31,6 +31,9 @@ Decisions recorded here:
 - A follow-up turn whose continuation check says ``bootstrap`` gets a one-step decision with
   ``terminal_after_execute=True``: set in phase 2, where the decision is made, so ``plan()`` and
   the graph's nodes agree; the graph ends the goal after that step succeeds.
+- Each protocol call reads the run's steps and their latest results once, into a ``RunSteps``
+  (``run_steps.py``: the manager's when one is given, else the state's), and every prompt, check
+  and progress reading of the call takes that view: none of them chooses a source again.
 - ``revise_plan`` marks the old plan ``revised`` (the caller's object) and returns a new revision
   with the same id: finished steps keep ids, dependencies, statuses and results, because the
   model's answer is merged through a ``PlanManager`` in which finished nodes are immutable.
@@ -80,6 +83,7 @@ from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, with
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import phases
 from soothe_planner.planner.routing import IntakeAndContinuation
+from soothe_planner.planner.run_steps import RunSteps
 from soothe_planner.planner.small_model.crosscheck import (
     crosscheck_prompt,
     delivered,
@@ -124,16 +128,17 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
     ) -> PlanResult:
         """Phase 1, then phase 2 only when not done. ``llm_calls`` counts this call's requests."""
         tally = Tally()
-        assessment = await self._assess(goal, state, context, plan_manager, tally)
+        run = RunSteps.of(state, plan_manager)
+        assessment = await self._assess(goal, state, context, run, tally)
         if assessment.status == "done":
             return self._done_result(assessment, tally)
-        return await self._generate(goal, state, context, assessment, plan_manager, tally)
+        return await self._generate(goal, state, context, assessment, run, tally)
 
     async def assess_status(
         self, goal: str, state: LoopState, context: PlanContext, plan_manager: PlanManager | None = None
     ) -> StatusAssessment:
         """Phase 1: done, continue or replan (see the module docstring for the guard)."""
-        return await self._assess(goal, state, context, plan_manager, Tally())
+        return await self._assess(goal, state, context, RunSteps.of(state, plan_manager), Tally())
 
     async def generate_from_assessment(
         self,
@@ -147,7 +152,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         tally = Tally()
         if assessment.status == "done":
             return self._done_result(assessment, tally)
-        return await self._generate(goal, state, context, assessment, plan_manager, tally)
+        return await self._generate(goal, state, context, assessment, RunSteps.of(state, plan_manager), tally)
 
     def _grounding_required(self) -> bool:
         flag = self.settings.require_grounded_answer
@@ -160,18 +165,18 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         )
 
     async def _assess(
-        self, goal: str, state: LoopState, context: PlanContext, pm: PlanManager | None, tally: Tally
+        self, goal: str, state: LoopState, context: PlanContext, run: RunSteps, tally: Tally
     ) -> StatusAssessment:
-        fresh = state.iteration == 0 and not state.step_results
+        fresh = state.iteration == 0 and not run.results
         if fresh and (state.continuation or state.intake == "simple"):
             why = "follow-up turn: the continuation check decides" if state.continuation else "simple intake"
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0, summary=f"nothing to assess yet ({why})")
-        if fresh and self.settings.reject_done_at_iteration_zero and not has_plan(state, pm):
+        if fresh and self.settings.reject_done_at_iteration_zero and not has_plan(state, run):
             # The guard would turn 'done' into 'continue', and with no plan 'replan' means the same:
             # the only answer the call could give is known, so it is not asked.
             return StatusAssessment(status="continue", goal_progress=0.0, confidence=1.0,
                                     summary="nothing to assess yet (no evidence and no plan)")
-        failed = direct_failures(state, pm) if self.settings.replan_on_failure_without_assessment else []
+        failed = direct_failures(state, run) if self.settings.replan_on_failure_without_assessment else []
         if failed:
             prev = state.previous_assessment
             logger.info("plan-assess: %s failed in the last plan; 'replan' without a call", ", ".join(failed))
@@ -179,7 +184,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                 status="replan", goal_progress=prev.goal_progress if prev else 0.0, confidence=1.0,
                 summary=f"known without asking: {', '.join(failed)} failed, so the plan cannot finish as made",
             )
-        prompt = self._prompt_checked(phases.assess_prompt(goal, state, pm, self.settings))
+        prompt = self._prompt_checked(phases.assess_prompt(goal, state, run, self.settings))
         try:
             outcome = await self._caller.structured(
                 self.assess_model, AssessStatus, prompt.messages(), phase="plan-assess",
@@ -199,17 +204,17 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             )
         a = outcome.value
         if self.settings.prompt_profile == "compact":  # its schema asks for the status alone (AssessStatus)
-            a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(state, pm)})
-        nodes, results = checked_steps(state, pm)
-        finished = pm is not None and not pm.has_unfinished()
-        a, why = guard_assessment(goal, a, deliverable_of(state, pm), state.current_decision, nodes, results,
+            a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(run)})
+        nodes, results = checked_steps(run)
+        finished = run.manager is not None and not run.manager.has_unfinished()
+        a, why = guard_assessment(goal, a, deliverable_of(state, run.manager), run.decision, nodes, results,
                                   by_name(context.available_capabilities), context.workspace, plan_finished=finished,
                                   small_model=self.small_model, grounded=self._grounding_required())
         if why:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: %s", why)
         if a.status == "done" and self.small_model:
-            a = await self._cross_checked(goal, a, state, pm, context, nodes, results, tally)
+            a = await self._cross_checked(goal, a, state, run, context, nodes, results, tally)
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
@@ -217,12 +222,12 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         return a
 
     async def _cross_checked(
-        self, goal: str, a: StatusAssessment, state: LoopState, pm: PlanManager | None, context: PlanContext,
+        self, goal: str, a: StatusAssessment, state: LoopState, run: RunSteps, context: PlanContext,
         nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], tally: Tally,
     ) -> StatusAssessment:
         """A small model's ``done`` after a blind second reading of the tool outputs
         (``small_model/crosscheck.py``): ``replan`` when the reading disagrees with what was delivered."""
-        deliverable = deliverable_of(state, pm)
+        deliverable = deliverable_of(state, run.manager)
         evidence = evidence_of(nodes, results, by_name(context.available_capabilities), deliverable)
         if deliverable is None or not wants_crosscheck(deliverable, evidence):
             return a
@@ -240,7 +245,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             reading = outcome.value
             assert isinstance(reading, CrossCheck)
             logger.info("crosscheck: the reading gives %s", reading.values)
-            text = delivered(deliverable, state.current_decision, results, context.workspace)
+            text = delivered(deliverable, run.decision, results, context.workspace)
             why = "; ".join(disagreements(goal, deliverable, reading, text, evidence))
         if not why:
             return a
@@ -255,33 +260,33 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         state: LoopState,
         context: PlanContext,
         assessment: StatusAssessment,
-        pm: PlanManager | None,
+        run: RunSteps,
         tally: Tally,
     ) -> PlanResult:
         terminal = False
         max_steps = self.settings.max_plan_steps
         instruction = ""
         warnings: list[str] = []
-        if state.continuation and state.iteration == 0 and not state.step_results:
+        if state.continuation and state.iteration == 0 and not run.results:
             cont = await self._continuation(goal, state.prior_goals, context, tally, context.thread_id or state.thread_id)
             if cont.action == "bootstrap":
                 terminal, max_steps = True, 1
                 instruction = "This follow-up builds on earlier work: answer it with exactly one step."
-        in_flight = running_decision(state, pm)
+        in_flight = running_decision(run)
         replace = assessment.status == "replan"
         declared = None
         try:
             declare = self.settings.declare_deliverable
-            if deliverable_of(state, pm) is None and (self.small_model if declare is None else declare) \
+            if deliverable_of(state, run.manager) is None and (self.small_model if declare is None else declare) \
                     and needs_declaration(context.available_capabilities):
                 declared, notes = await self._declare(goal, context, tally, context.thread_id or state.thread_id)
                 warnings += notes
-                if pm is not None:
-                    pm.deliverable = declared
+                if run.manager is not None:
+                    run.manager.deliverable = declared
                 else:
                     state = state.model_copy(update={"deliverable": declared})
             gen = await self._generation_call(
-                goal, state, context, assessment, pm, tally,
+                goal, state, context, assessment, run, tally,
                 # a 'keep' is accepted here and, with nothing in flight, answered below by asking for steps
                 max_steps=max_steps, instruction=instruction, allow_keep=True, replace=replace,
             )
@@ -290,7 +295,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                 logger.warning("plan-generate: 'keep' with no plan in flight; asking once more for steps")
                 warnings.append("the model answered 'keep' with no plan in flight; steps were asked for")
                 gen = await self._generation_call(
-                    goal, state, context, assessment, pm, tally, max_steps=max_steps,
+                    goal, state, context, assessment, run, tally, max_steps=max_steps,
                     instruction=(instruction + " " + phases.keep_without_plan_note()).strip(),
                     allow_keep=False, replace=replace,
                 )
@@ -337,7 +342,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         state: LoopState,
         context: PlanContext,
         assessment: StatusAssessment | None,
-        pm: PlanManager | None,
+        run: RunSteps,
         tally: Tally,
         *,
         max_steps: int,
@@ -350,10 +355,11 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         calls = self.settings.plan_syntax == "calls" and all(
             c.kind == "tool" and c.name.isidentifier() for c in context.available_capabilities)
         prompt = self._prompt_checked(
-            phases.generate_prompt(goal, state, context, assessment, pm, self.settings,
+            phases.generate_prompt(goal, state, context, assessment, run, self.settings,
                                    max_steps=max_steps, instruction=instruction, calls=calls)
         )
         compact = self.settings.prompt_profile == "compact"
+        pm = run.manager  # the DAG's own rules: ids, validation, what a plan may still owe
         deliverable = deliverable_of(state, pm)
         validate = decision_validator(goal, context, pm, deliverable, small_model=self.small_model,
                                       allow_keep=allow_keep, replace=replace, max_steps=max_steps, greedy=self._greedy)
@@ -386,12 +392,12 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             if not self.small_model:
                 raise
             caps = by_name(context.available_capabilities)
-            prescribed = prescribed_write(deliverable, *checked_steps(state, pm), caps, validate, exc)
+            prescribed = prescribed_write(deliverable, *checked_steps(run), caps, validate, exc)
             if prescribed is not None:
                 self.stats.prescribed_writes += 1
                 return prescribed
-            prescribed = prescribed_reading(deliverable, *checked_steps(state, pm), caps, validate, exc) \
-                or prescribed_widening(deliverable, *checked_steps(state, pm), caps, validate, exc)
+            prescribed = prescribed_reading(deliverable, *checked_steps(run), caps, validate, exc) \
+                or prescribed_widening(deliverable, *checked_steps(run), caps, validate, exc)
             if prescribed is None:
                 raise
             self.stats.prescribed_readings += 1

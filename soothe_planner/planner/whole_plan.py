@@ -17,6 +17,7 @@ from soothe_planner.planner.calls import Tally
 from soothe_planner.planner.generation import Generated, decision_validator, plan_schema, readers
 from soothe_planner.planner.prompts import escape_data, phases
 from soothe_planner.planner.reflection import deterministic_reflection
+from soothe_planner.planner.run_steps import RunSteps
 from soothe_planner.wire import ReflectOnPlan
 
 __all__ = ["WholePlanMethods", "escape_plan"]
@@ -31,7 +32,7 @@ class WholePlanMethods(PlannerBase):
         state: LoopState,
         context: PlanContext,
         assessment: StatusAssessment | None,
-        pm: PlanManager | None,
+        run: RunSteps,
         tally: Tally,
         *,
         max_steps: int,
@@ -49,7 +50,7 @@ class WholePlanMethods(PlannerBase):
         state = LoopState(goal=goal, thread_id=context.thread_id or "default", max_iterations=self.settings.max_iterations,
                           recent_messages=list(context.recent_messages))
         gen = await self._generation_call(
-            goal, state, context, None, pm, Tally(), max_steps=self.settings.max_plan_steps,
+            goal, state, context, None, RunSteps.of(state, pm), Tally(), max_steps=self.settings.max_plan_steps,
             instruction="Write the whole plan now.", allow_keep=False, replace=False,
         )
         assert gen.decision is not None

@@ -14,6 +14,9 @@ phase 2 as the short excerpts under their steps in the plan rendering, and phase
 previous assessment, which was made from them; sending them in full on every call would make a
 goal's cost grow with the square of its length. Without a manager nothing else carries them, so every
 latest result is sent.
+
+Steps and results are read from the call's ``RunSteps`` (``run_steps.py``), which chose once between
+the manager and the state; no function here makes that choice again.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from typing import TYPE_CHECKING
 from soothe_planner.dag import dag_prompt, latest_results
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import (
-    AgentDecision,
     LoopState,
     Plan,
     PlanContext,
@@ -34,7 +36,6 @@ from soothe_planner.models import (
     StatusAssessment,
     StepAction,
     StepResult,
-    StepStatus,
 )
 from soothe_planner.planner.contract import path_key
 from soothe_planner.planner.prompts import (
@@ -53,6 +54,7 @@ from soothe_planner.planner.prompts.questions import (
     deliverable_prompt,
     intake_prompt,
 )
+from soothe_planner.planner.run_steps import RunSteps
 from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_reasons
 from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
 
@@ -93,33 +95,13 @@ def deliverable_line(state: LoopState, pm: PlanManager | None) -> str:
     return f"It must hand back: {escape_data(d.describe())}.\n" if d is not None else ""
 
 
-def new_results(state: LoopState, pm: PlanManager | None) -> list[StepResult]:
+def new_results(run: RunSteps) -> list[StepResult]:
     """Every latest result except those of steps an earlier plan finished (the manager holds them)."""
-    latest = latest_results(state.step_results)
-    if pm is None or state.current_decision is None:
-        return latest
-    current = {s.id for s in state.current_decision.steps}
-    earlier = {n.id for n in pm.nodes if n.result is not None and n.id not in current}
-    return [r for r in latest if r.step_id not in earlier]
-
-
-def _status_of(step_id: str, results: dict[str, StepResult]) -> StepStatus:
-    r = results.get(step_id)
-    if r is None:
-        return "pending"
-    if r.success:
-        return "completed"
-    return "skipped" if r.error_type == "blocked" else "failed"
-
-
-def _decision_steps(decision: AgentDecision, results: dict[str, StepResult]) -> list[PlanStep]:
-    """A decision's steps as DAG nodes, each with the status and result its latest attempt left."""
-    return [
-        PlanStep(id=s.id, description=s.description, execution_hint=s.execution_hint, depends_on=list(s.depends_on),
-                 tools=list(s.tools), subagent=s.subagent, expected_output=s.expected_output, tool=s.tool,
-                 args=dict(s.args), status=_status_of(s.id, results), result=results.get(s.id))
-        for s in decision.steps
-    ]
+    if run.manager is None or run.decision is None:
+        return run.results
+    current = {s.id for s in run.decision.steps}
+    earlier = {n.id for n in run.manager.nodes if n.result is not None and n.id not in current}
+    return [r for r in run.results if r.step_id not in earlier]
 
 
 def _steps_text(steps: Sequence[PlanStep], *, compact: bool, shown_elsewhere: Collection[str] = ()) -> str:
@@ -134,26 +116,23 @@ def _steps_text(steps: Sequence[PlanStep], *, compact: bool, shown_elsewhere: Co
 
 
 def _plan_text(
-    state: LoopState, pm: PlanManager | None, *, compact: bool, shown_elsewhere: Collection[str] = ()
+    state: LoopState, run: RunSteps, *, compact: bool, shown_elsewhere: Collection[str] = ()
 ) -> str:
-    steps: Sequence[PlanStep]
-    if pm is not None and pm.nodes:
-        steps = pm.nodes if compact else [pm.node(sid) for sid in pm.dag.topological_order()]
-    elif state.current_decision is not None:
-        steps = _decision_steps(state.current_decision, {r.step_id: r for r in latest_results(state.step_results)})
-    elif state.previous_plan is not None:
+    steps: Sequence[PlanStep] | None = run.plan_nodes(ordered=not compact)
+    if steps is None and state.previous_plan is not None:
         steps = state.previous_plan.steps
-    else:
+    if steps is None:
         return "(no plan yet)"
     return _steps_text(steps, compact=compact, shown_elsewhere=shown_elsewhere)
 
 
-def _failed_text(state: LoopState, pm: PlanManager | None) -> str:
+def _failed_text(run: RunSteps) -> str:
+    pm = run.manager
     if pm is not None:
         failed = [n.result for n in pm.nodes if n.status in ("failed", "skipped") and n.result is not None]
         remaining = [n.id for n in pm.nodes if not n.finished]
     else:
-        failed = [r for r in latest_results(state.step_results) if not r.success]
+        failed = [r for r in run.results if not r.success]
         remaining = []
     lines = []
     for r in failed:
@@ -174,21 +153,22 @@ def _working_memory(state: LoopState, context: PlanContext) -> str:
     return escape_data(text) if text else "(empty)"
 
 
-def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings: PlannerSettings) -> Prompt:
-    newest = new_results(state, pm)[-ASSESS_EVIDENCE_RESULTS:]
+def assess_prompt(goal: str, state: LoopState, run: RunSteps, settings: PlannerSettings) -> Prompt:
+    """The phase-1 prompt; ``run`` is what the call read of the run's steps (``RunSteps.of``)."""
+    newest = new_results(run)[-ASSESS_EVIDENCE_RESULTS:]
     return build(
         "plan-assess",
         "assess_system",
         "assess_human",
         {
             "goal": escape_data(goal),
-            "deliverable": deliverable_line(state, pm),
+            "deliverable": deliverable_line(state, run.manager),
             "iteration": str(state.iteration + 1),
             "max_iterations": str(state.max_iterations),
             "previous_assessment": render_assessment(state.previous_assessment),
-            "plan": _plan_text(state, pm, compact=True),
+            "plan": _plan_text(state, run, compact=True),
             "evidence": render_results(newest, excerpt=ASSESS_EXCERPT),
-            **({"steps": _steps_with_outputs(state, pm, [*_inputs_of(state, pm, newest), *newest])}
+            **({"steps": _steps_with_outputs(run, [*_inputs_of(run, newest), *newest])}
                if settings.prompt_profile == "compact" else {}),
         },
         trimmable={"evidence": "head", "plan": "head"},
@@ -197,7 +177,7 @@ def assess_prompt(goal: str, state: LoopState, pm: PlanManager | None, settings:
     )
 
 
-def _inputs_of(state: LoopState, pm: PlanManager | None, shown: Sequence[StepResult]) -> list[StepResult]:
+def _inputs_of(run: RunSteps, shown: Sequence[StepResult]) -> list[StepResult]:
     """The results of earlier plans' steps that this plan's steps read (their direct dependencies),
     in the order they are depended on, unless ``shown`` has them.
 
@@ -205,21 +185,21 @@ def _inputs_of(state: LoopState, pm: PlanManager | None, shown: Sequence[StepRes
     shown that write alone, a 1.5B model judged "continue" over a report holding every line, the
     search it copied out of sight.
     """
-    if pm is None or state.current_decision is None:
+    pm = run.manager
+    if pm is None or run.decision is None:
         return []
     have = {r.step_id for r in shown}
-    wanted = dict.fromkeys(d for s in state.current_decision.steps for d in s.depends_on if d not in have)
+    wanted = dict.fromkeys(d for s in run.decision.steps for d in s.depends_on if d not in have)
     found = [pm.node(d).result for d in wanted if d in pm]
     return [r for r in found if r is not None][:ASSESS_EVIDENCE_RESULTS]
 
 
-def _steps_with_outputs(state: LoopState, pm: PlanManager | None, results: Sequence[StepResult]) -> str:
+def _steps_with_outputs(run: RunSteps, results: Sequence[StepResult]) -> str:
     """Each new result under what its step did: a small model cannot tell what "8443" answers
     from the id alone (the compact assessment's one section)."""
     if not results:
         return "(no step has run yet)"
-    steps: Sequence[PlanStep | StepAction] = (
-        pm.nodes if pm is not None else state.current_decision.steps if state.current_decision is not None else [])
+    steps = run.steps
     described = {s.id: s.description for s in steps}
     tools = {s.id: s.tool for s in steps}
     replaced = _replaced_writes(steps, results)
@@ -304,15 +284,16 @@ def generate_prompt(
     state: LoopState,
     context: PlanContext,
     assessment: StatusAssessment | None,
-    pm: PlanManager | None,
+    run: RunSteps,
     settings: PlannerSettings,
     *,
     max_steps: int,
     instruction: str = "",
     calls: bool = False,
 ) -> Prompt:
-    """The plan-generation prompt; ``calls``: its briefing asks for the plan as calls (``plan_syntax``)."""
-    fresh = new_results(state, pm)
+    """The plan-generation prompt; ``run`` is what the call read of the run's steps (``RunSteps.of``);
+    ``calls``: its briefing asks for the plan as calls (``plan_syntax``)."""
+    fresh = new_results(run)
     compact = settings.prompt_profile == "compact"
     return build(
         "plan-generate",
@@ -320,20 +301,20 @@ def generate_prompt(
         "generate_human",
         {
             "goal": escape_data(goal),
-            "deliverable": deliverable_line(state, pm),
+            "deliverable": deliverable_line(state, run.manager),
             "iteration": str(state.iteration + 1),
             "max_iterations": str(state.max_iterations),
             "assessment": render_assessment(assessment),
             "previous_assessment": render_assessment(state.previous_assessment),
-            "plan": _plan_text(state, pm, compact=False, shown_elsewhere={r.step_id for r in fresh}),
-            "failed": _failed_text(state, pm),
+            "plan": _plan_text(state, run, compact=False, shown_elsewhere={r.step_id for r in fresh}),
+            "failed": _failed_text(run),
             "evidence": render_results(fresh, excerpt=GENERATE_EXCERPT),
             "working_memory": _working_memory(state, context),
             "conversation": conversation(state, context),
             "capabilities": render_capabilities(context.available_capabilities),
             "max_steps": str(max_steps),
             "instruction": instruction,
-            **(_compact_fields(state, context, pm, fresh, goal, assessment, calls=calls) if compact else {}),
+            **(_compact_fields(state, context, run, fresh, goal, assessment, calls=calls) if compact else {}),
         },
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
@@ -374,7 +355,7 @@ def files_overview(workspace: str | None) -> str:
 def _compact_fields(
     state: LoopState,
     context: PlanContext,
-    pm: PlanManager | None,
+    run: RunSteps,
     fresh: Sequence[StepResult],
     goal: str,
     assessment: StatusAssessment | None,
@@ -390,19 +371,19 @@ def _compact_fields(
     the delivery dropped some.
     """
     progress = ""
-    plan = _plan_text(state, pm, compact=False, shown_elsewhere={r.step_id for r in fresh})
+    plan = _plan_text(state, run, compact=False, shown_elsewhere={r.step_id for r in fresh})
     if plan != "(no plan yet)":
         progress += f"\nSteps so far (id [status] what it did):\n<plan>\n{plan}\n</plan>\n"
-    failed = _failed_text(state, pm)
+    failed = _failed_text(run)
     if failed and failed != "(none)":
         progress += f"Failed steps (plan them again differently, or another way):\n{failed}\n"
     if fresh:
         progress += f"Results:\n<evidence>\n{render_results(fresh, excerpt=GENERATE_EXCERPT)}\n</evidence>\n"
     reasons = guard_reasons(assessment.summary if assessment is not None and assessment.status != "done" else "")
-    nodes, results = checked_steps(state, pm)
+    nodes, results = checked_steps(run)
     # checked here too: a "continue" over a report missing lines is no check's override, yet it is why
     caps = {c.name: c for c in context.available_capabilities} or None
-    dropped = dropped_lines(_deliverable_of(state, pm), nodes, results, caps) if results else None
+    dropped = dropped_lines(_deliverable_of(state, run.manager), nodes, results, caps) if results else None
     if dropped is not None and dropped.why() not in reasons:
         reasons.append(dropped.why())
     if reasons:

@@ -30,9 +30,9 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from soothe_planner.dag import ancestors, latest_results
+from soothe_planner.dag import ancestors
 from soothe_planner.deliverable import Deliverable
-from soothe_planner.models import AgentDecision, Capability, LoopState, PlanStep, StepAction, StepResult
+from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import (
     LINE_LABEL,
     delivered_text,
@@ -48,7 +48,7 @@ from soothe_planner.planner.small_model.reading import reader_of
 from soothe_planner.tools import workspace_files
 
 if TYPE_CHECKING:
-    from soothe_planner.dag import PlanManager
+    from soothe_planner.planner.run_steps import RunSteps
 
 __all__ = [
     "Dropped",
@@ -264,13 +264,9 @@ def grounded_answer(
     return judged.step_id, judged.facts
 
 
-def checked_steps(
-    state: LoopState, pm: PlanManager | None
-) -> tuple[Sequence[PlanStep | StepAction], list[StepResult]]:
-    """What the checks read of a run: ``(its steps, their latest results)``."""
-    results = pm.step_results() if pm is not None else latest_results(state.step_results)
-    nodes = pm.nodes if pm is not None else (state.current_decision.steps if state.current_decision else [])
-    return nodes, list(results)
+def checked_steps(run: RunSteps) -> tuple[Sequence[PlanStep | StepAction], list[StepResult]]:
+    """What the checks read of a run: ``(its steps, their latest results)``, as the call read them once."""
+    return run.steps, list(run.results)
 
 
 class Dropped(NamedTuple):
