@@ -7,8 +7,9 @@ One place where an assessment meets the checks, so the planner core reads as a g
   the reasons written at the front of its summary (``guard_note``) where the next plan reads them.
 - With the small-model rules (``small_model/``): a ``done`` over a fact no tool returned
   (``require_grounded_answer``), over an answer about something else than a value the goal names,
-  over a file the goal names that no step looked in, over tool outputs with no answer step, or over
-  an echo of the goal's words, becomes ``replan`` too; and a ``continue`` over a finished plan whose
+  over a file the goal names that no step looked in, over tool outputs with no answer step, over
+  an echo of the goal's words, or over facts read only from lines that share no word with the
+  request (``small_model/support.py``), becomes ``replan`` too; and a ``continue`` over a finished plan whose
   deliverable is delivered and whose answer every tool output vouches for becomes ``done``. A count
   is never promoted (what a tool counted may not be what the goal asks, and only the assessing model,
   shown what was counted, can say so), nor is a file for carrying every line found (a model's
@@ -28,7 +29,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import lines_left_out, read_back, unmet
+from soothe_planner.planner.contract import final_outputs, lines_left_out, read_back, unmet
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
     gave_no_answer,
@@ -42,6 +43,7 @@ from soothe_planner.planner.small_model.grounding import (
     wrong_kind,
 )
 from soothe_planner.planner.small_model.reading import unread_hits
+from soothe_planner.planner.small_model.support import unsupported_facts
 
 __all__ = ["guard_assessment"]
 
@@ -73,6 +75,14 @@ def guard_assessment(
         # the answer's checks hold for a "done" and for a "continue" read as one alike
         if a.status in ("done", "continue"):
             reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded)
+            if grounded and not reasons:
+                facts, lines = unsupported_facts(goal, deliverable, _delivered(deliverable, decision, results, workspace),
+                                                 nodes, results, capabilities, workspace)
+                if facts:
+                    reasons.append(
+                        f"{', '.join(repr(f) for f in facts[:3])} (what was delivered) comes from lines that share no word with "
+                        f"the request ({'; '.join(repr(x[:80]) for x in lines[:2])}): they are about something else; find "
+                        "the line that states what the goal asks, or answer that the workspace does not say")
     if a.status == "done":
         if not reasons:
             return a, ""
@@ -93,6 +103,15 @@ def guard_assessment(
                "each from a tool output")
     update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
     return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
+
+
+def _delivered(
+    deliverable: Deliverable | None, decision: AgentDecision | None, results: Sequence[StepResult], workspace: str | None,
+) -> str:
+    """What the run hands back: the deliverable's files as they are on disk, else its answer steps' text."""
+    if deliverable is not None and deliverable.kind == "file":
+        return "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
+    return "\n".join(final_outputs(decision, results, model_steps_only=True))
 
 
 def _answer_reasons(

@@ -1,0 +1,174 @@
+"""Does the line an answer's fact was read from have anything to do with the request?
+
+``grounding`` asks whether an answer's facts came from a tool output; a small model often takes a
+fact that a tool did return from a line about something else. Measured on the embedded 1.5B, the
+false successes left were of that kind: the first name of a contacts table given as "our contact at
+the county about the Zone B permit" (the county, the zone and the permit appear nowhere in that
+table); the PI named as an external reviewer the notes never mention; "10" given as a pool size,
+read from ``strconv.FormatInt(b.ID, 10)``.
+
+So, with the small-model rules, each fact of an answer (a name, number, path, address, quoted
+command, as ``grounding.answer_facts`` finds them) is looked up in the tool outputs the run read,
+line by line, and a line *supports* it when the line, the header of the table it sits in (a run of
+``|`` rows, or a comma-separated file's first line) or the path of the file it came from shares a
+word with the request, other than the fact's own words and words that most of the workspace's files
+hold (in any language those are the words that say nothing: "the", "der", "los", a project's
+name). An answer none of whose facts any line supports is not done: the request's subject was never
+reached. A fact found in no output is left to ``grounding``; one answer fact supported is enough.
+
+Words are compared whole, case aside, split at anything that is not a letter or digit (so
+``max_connections`` holds "connections"); no word of any language is listed. It errs towards
+refusing a right answer whose line shares only an inflected form of the request's words ("owner"
+for "owns") when neither its table nor its file's name says more; measured, such answers had a
+supporting line elsewhere (the protocol's file is named after it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
+from soothe_planner.planner.contract import LINE_LABEL, is_model_step, path_key
+from soothe_planner.planner.small_model.grounding import answer_facts
+
+__all__ = ["common_words", "unsupported_facts"]
+
+Step = PlanStep | StepAction
+_WORD = re.compile(r"[^\W_]+")
+_MIN_FILES = 6  # fewer files than this tell nothing about which words are common
+_MAX_FILES = 2000
+_MAX_BYTES = 200_000
+_SHORT = 3  # without a workspace to learn common words from, shorter words are taken as common
+
+
+def _words(text: str) -> set[str]:
+    return {w.casefold() for w in _WORD.findall(text)}
+
+
+def common_words(workspace: str | None) -> set[str] | None:
+    """The words more than half of the workspace's text files hold (None when it has too few files
+    to tell, or there is none). Hidden folders are skipped; each file is read up to a size cap."""
+    if not workspace or not os.path.isdir(workspace):
+        return None
+    held: Counter[str] = Counter()
+    files = 0
+    for root, dirs, names in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(names):
+            if name.startswith(".") or files >= _MAX_FILES:
+                continue
+            try:
+                with open(os.path.join(root, name), "rb") as fh:
+                    data = fh.read(_MAX_BYTES)
+            except OSError:
+                continue
+            if b"\x00" in data:
+                continue
+            files += 1
+            held.update(_words(data.decode("utf-8", errors="replace")))
+    if files < _MIN_FILES:
+        return None
+    return {w for w, n in held.items() if n * 2 > files}
+
+
+def _context_lines(step: Step, result: StepResult) -> Iterator[tuple[str, str, set[str]]]:
+    """Each line of a tool's output as ``(the line as output, its text, the words around it that say
+    what it is about)``: the path it came from (a search's ``path:N:`` label, else the step's
+    ``path`` argument: a listing's folder, a read file's name) and, inside a table, the table's
+    header. A file read whole is also given as one line, its path, about every word it holds: a
+    path answered ("which file computes ...?") is about what its file says."""
+    own_path = path_key((step.args or {}).get("path"))
+    header: set[str] = set()
+    first = ""
+    commas = -1
+    in_pipes = False
+    labelled = False
+    held: set[str] = set()
+    for i, raw in enumerate(result.output.splitlines()):
+        m = LINE_LABEL.match(raw)
+        labelled = labelled or m is not None
+        text = raw[m.end():] if m else raw
+        where = _words(m.group("path")) if m else _words(own_path)
+        if i == 0:
+            first = text
+            commas = text.count(",")
+        stripped = text.strip()
+        if stripped.startswith("|"):
+            if not in_pipes:
+                header = _words(stripped)
+            in_pipes = True
+        else:
+            in_pipes = False
+            header = set()
+        table = header if in_pipes else (_words(first) if commas > 0 and text.count(",") == commas and not m else set())
+        held |= _words(text)
+        yield raw, text, where | table
+    if own_path and not labelled:
+        yield own_path, "", held
+
+
+def _asked(goal: str, deliverable: Deliverable, common: set[str] | None, given: set[str]) -> set[str]:
+    """The request's words that can say what a line is about: the goal's words, the paths of the
+    files to write taken out (the file a run is to write is not its subject; "release-checklist.md"
+    is found in no line about releases), without words most of the workspace's files hold unless
+    the run's tools were given them (a search for "TODO" in a workspace where most files hold one:
+    the subject, not a word of grammar)."""
+    text = goal
+    for name in deliverable.files:
+        text = re.sub(re.escape(name), " ", text, flags=re.IGNORECASE)
+    if common is None:
+        return {w for w in _words(text) if _informative(w) and (len(w) >= _SHORT or w in given)}
+    return {w for w in _words(text) if _informative(w) and (w not in common or w in given)}
+
+
+def _informative(word: str) -> bool:
+    """Whether a word can say what a line is about: one letter never does, nor two letters alone
+    (in most languages written with letters those are words of grammar: "to", "de", "im"); two
+    with a digit are a name ("P4", "T3")."""
+    return len(word) > 2 or (len(word) == 2 and any(ch.isdigit() for ch in word))
+
+
+def unsupported_facts(
+    goal: str, deliverable: Deliverable | None, delivered: str, nodes: Sequence[Step], results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None, workspace: str | None,
+) -> tuple[list[str], list[str]]:
+    """``(the delivered text's facts, lines they were found on)`` when the deliverable is an answer
+    or a file, ``delivered`` (the answer, or the files as they are on disk) states facts that the
+    run's tool outputs hold, and no line holding one shares a word with the request (see the module
+    docstring); ``([], [])`` otherwise."""
+    if deliverable is None or deliverable.kind == "count" or not delivered.strip():
+        return [], []
+    goal_folded = goal.casefold()
+    facts = [f for f in answer_facts(delivered) if f.casefold() not in goal_folded]
+    if not facts:
+        return [], []
+    by_id = {n.id: n for n in nodes}
+    lines: list[tuple[str, str, set[str]]] = []
+    given: set[str] = set()
+    for r in results:
+        step = by_id.get(r.step_id)
+        if step is None or not r.success or is_model_step(step) or not step.tool:
+            continue
+        cap = (capabilities or {}).get(step.tool)
+        if cap is not None and cap.writes_path_arg:
+            continue  # a write echoes what was delivered
+        given |= _words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
+        lines.extend(_context_lines(step, r))
+    asked = _asked(goal, deliverable, common_words(workspace), given)
+    seen: list[str] = []
+    for fact in facts:
+        pattern = re.compile(rf"(?<![\w.]){re.escape(fact)}(?![\w])", re.IGNORECASE)
+        own = _words(fact)
+        for raw, text, context in lines:
+            if not pattern.search(raw):
+                continue
+            if ((_words(text) - own) | context) & asked:
+                return [], []
+            seen.append(raw.strip())
+    if not seen:
+        return [], []
+    return facts, list(dict.fromkeys(seen))

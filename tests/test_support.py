@@ -1,0 +1,152 @@
+"""An answer's facts must come from lines about the request (``small_model/support.py``), in any language."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from soothe_planner.deliverable import Deliverable
+from soothe_planner.execution import StepExecutor
+from soothe_planner.models import (
+    AgentDecision,
+    Capability,
+    PlanStep,
+    StatusAssessment,
+    StepAction,
+    StepResult,
+)
+from soothe_planner.planner.guard import guard_assessment
+from soothe_planner.planner.small_model.support import common_words, unsupported_facts
+from soothe_planner.tools import make_builtin_tools
+
+CONTACTS = ("# Team contacts, 2024\n\n| Name | Role | Email |\n|------|------|-------|\n"
+            "| Ingrid Solberg | PI | i.solberg@lab.example |\n| Malte Jansen | Postdoc | m.jansen@lab.example |\n")
+REVIEW = ("# Review, 2024-05-07\n\nThe Zone B permit was refused by the county.\n"
+          "County contact: Harriet Oduya (coastal permits office).\n")
+ANSWER = Deliverable(kind="answer", answer_is="name")
+
+
+def _read(step_id: str, path: str, text: str) -> tuple[StepAction, StepResult]:
+    return (StepAction(id=step_id, description="read", tool="read_file", args={"path": path}),
+            StepResult(step_id=step_id, success=True, output=text))
+
+
+def _check(goal: str, delivered: str, *read: tuple[StepAction, StepResult], deliverable: Deliverable = ANSWER,
+           workspace: str | None = None, caps: dict[str, Capability] | None = None) -> tuple[list[str], list[str]]:
+    return unsupported_facts(goal, deliverable, delivered, [s for s, _ in read], [r for _, r in read], caps, workspace)
+
+
+def test_a_name_read_from_a_table_about_something_else_is_not_supported() -> None:
+    goal = "who's our contact at the county about the Zone B permit?"
+    facts, lines = _check(goal, "Ingrid Solberg", _read("s1", "people/contacts.md", CONTACTS))
+    assert facts == ["Ingrid Solberg"] and "Ingrid Solberg" in lines[0]
+    # the line that names the county's contact supports the right answer
+    assert _check(goal, "Harriet Oduya", _read("s1", "people/contacts.md", CONTACTS),
+                  _read("s2", "meetings/review.md", REVIEW)) == ([], [])
+
+
+def test_the_same_holds_for_a_german_and_a_spanish_request() -> None:
+    notas = "# Reunión\n\nContacto del condado para el permiso de la zona B: Harriet Oduya.\n"
+    protokoll = "# Protokoll\n\nAnsprechpartnerin beim Landkreis für die Genehmigung in Zone B: Harriet Oduya.\n"
+    es = "¿Quién es nuestro contacto en el condado para el permiso de la zona B?"
+    de = "Wer ist beim Landkreis unsere Ansprechpartnerin für die Genehmigung in Zone B?"
+    assert _check(es, "Ingrid Solberg", _read("s1", "personas/contactos.md", CONTACTS))[0] == ["Ingrid Solberg"]
+    assert _check(es, "Harriet Oduya", _read("s1", "notas/reunion.md", notas)) == ([], [])
+    assert _check(de, "Ingrid Solberg", _read("s1", "personen/kontakte.md", CONTACTS))[0] == ["Ingrid Solberg"]
+    assert _check(de, "Harriet Oduya", _read("s1", "notizen/protokoll.md", protokoll)) == ([], [])
+
+
+def test_a_number_taken_from_an_unrelated_line_is_not_supported_and_a_setting_is() -> None:
+    goal = "What's the maximum number of database connections in production? Just the number."
+    code = "func export(b Booking) []string {\n\treturn []string{strconv.FormatInt(b.ID, 10), b.Name}\n}\n"
+    assert _check(goal, "10", _read("s1", "internal/store/postgres.go", code))[0] == ["10"]
+    toml = "[database]\nhost = \"db.internal\"\nmax_connections = 20\n"
+    assert _check(goal, "20", _read("s1", "config/production.toml", toml)) == ([], [])
+
+
+def test_a_table_row_takes_its_header_and_a_line_its_files_name() -> None:
+    # the row holds no word of the request; its table's header does ("Email")
+    assert _check("What's Malte's email?", "m.jansen@lab.example", _read("s1", "people/contacts.md", CONTACTS)) == ([], [])
+    # a comma-separated file's first line is the header of its rows
+    csv = "plot,logger_serial\nP1,ML-20911\nP4,ML-20914\n"
+    assert _check("Which logger serial is on P4?", "ML-20914", _read("s1", "inventory/loggers.csv", csv)) == ([], [])
+    # "Owner: ..." shares no word with "who owns ...", the protocol's file name does
+    protocol = "# Protocol\n\nOwner: Malte Jansen\n"
+    goal = "Who owns the soil sampling protocol?"
+    assert _check(goal, "Malte Jansen", _read("s1", "protocols/soil-sampling.md", protocol)) == ([], [])
+    assert _check(goal, "Malte Jansen", _read("s1", "protocols/seed-sowing.md", protocol))[0] == ["Malte Jansen"]
+
+
+def test_a_path_answered_is_about_what_its_file_says() -> None:
+    goal = "Which Go file computes the weekend surcharge?"
+    code = "package booking\n\n// Friday and Saturday nights cost more (the weekend surcharge).\nfunc Quote() {}\n"
+    assert _check(goal, "internal/booking/pricing.go", _read("s1", "internal/booking/pricing.go", code)) == ([], [])
+    search = (StepAction(id="s1", description="search", tool="search_text", args={"pattern": "surcharge"}),
+              StepResult(step_id="s1", success=True,
+                         output="internal/booking/pricing.go:3: // the weekend surcharge\ncmd/main.go:9: // quote"))
+    assert _check(goal, "internal/booking/pricing.go", search) == ([], [])
+    assert _check(goal, "cmd/main.go", search)[0] == ["cmd/main.go"]
+
+
+def test_a_file_written_from_a_listing_that_says_nothing_of_the_request_is_not_supported(tmp_path: Path) -> None:
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    listing = "CHANGELOG.md\nDockerfile\nMakefile\ndocs/operations.md\nscripts/deploy.sh\n"
+    ls_all = (StepAction(id="s1", description="list", tool="list_dir", args={"recursive": True}),
+              StepResult(step_id="s1", success=True, output=listing))
+    checklist = Deliverable(kind="file", files=["notes/release-checklist.md"])
+    goal = "Turn the release steps from the ops runbook into a checklist at notes/release-checklist.md"
+    facts, _ = _check(goal, "- CHANGELOG.md\n- Dockerfile\n- docs/operations.md\n", ls_all, deliverable=checklist,
+                      caps=caps)
+    assert "CHANGELOG.md" in facts
+    # a listing of the folder the goal names is what an index of it is made of
+    docs = (StepAction(id="s1", description="list", tool="list_dir", args={"path": "docs"}),
+            StepResult(step_id="s1", success=True, output="docs/api.md\ndocs/faq.md\n"))
+    index = Deliverable(kind="file", files=["DOCS_INDEX.md"])
+    goal = "Write the names of all Markdown files in the docs folder to DOCS_INDEX.md"
+    assert _check(goal, "docs/api.md\ndocs/faq.md\n", docs, deliverable=index, caps=caps) == ([], [])
+
+
+def test_words_most_of_the_workspace_holds_support_nothing(tmp_path: Path) -> None:
+    for i in range(8):
+        (tmp_path / f"note{i}.md").write_text(f"harbor note {i}: the service runs on port {8000 + i}\n")
+    common = common_words(str(tmp_path))
+    assert common is not None and {"harbor", "the"} <= common and "8003" not in common
+    goal = "Which port does the harbor gateway use?"
+    line = "harbor build 4410 done\n"  # shares only "harbor", which every file holds
+    assert _check(goal, "4410", _read("s1", "build.log", line), workspace=str(tmp_path))[0] == ["4410"]
+    # a word the run's tools were given is the subject it chose, however many files hold it
+    search = (StepAction(id="s1", description="search", tool="search_text", args={"pattern": "harbor"}),
+              StepResult(step_id="s1", success=True, output="build.log:1: harbor build 4410 done"))
+    assert _check(goal, "4410", search, workspace=str(tmp_path)) == ([], [])
+    # with too few files to tell, long words count and short ones do not
+    assert common_words(str(tmp_path / "nowhere")) is None
+    assert _check(goal, "4410", _read("s1", "build.log", line)) == ([], [])
+
+
+def test_a_count_or_an_answer_with_no_fact_found_is_left_to_the_other_checks() -> None:
+    goal = "How many contacts are there?"
+    assert _check(goal, "2", _read("s1", "people/contacts.md", CONTACTS),
+                  deliverable=Deliverable(kind="count", count_of="contacts")) == ([], [])
+    # a fact no output holds is ``grounding``'s to refuse, not this check's
+    assert _check("who's our contact at the county?", "Jane Roe", _read("s1", "people/contacts.md", CONTACTS)) == ([], [])
+
+
+def test_a_small_models_done_over_an_unrelated_line_becomes_replan(tmp_path: Path) -> None:
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    (tmp_path / "people").mkdir()
+    (tmp_path / "people" / "contacts.md").write_text(CONTACTS)
+    goal = "who's our contact at the county about the Zone B permit?"
+    read = StepResult(step_id="s1", success=True, output=CONTACTS)
+    answer = StepResult(step_id="s2", success=True, output="Ingrid Solberg")
+    steps = [StepAction(id="s1", description="read", tool="read_file", args={"path": "people/contacts.md"}),
+             StepAction(id="s2", description="answer", depends_on=["s1"])]
+    nodes = [PlanStep(**s.model_dump(), status="completed", result=r) for s, r in zip(steps, [read, answer], strict=True)]
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    kwargs: dict[str, Any] = {"plan_finished": True, "small_model": True, "grounded": True}
+    a, why = guard_assessment(goal, done, ANSWER, AgentDecision(steps=steps), nodes, [read, answer], caps,
+                              str(tmp_path), **kwargs)
+    assert a.status == "replan" and "Ingrid Solberg" in why and "share no word with the request" in why
+    # a provider model (no small-model rules) is not held to it
+    a, _ = guard_assessment(goal, done, ANSWER, AgentDecision(steps=steps), nodes, [read, answer], caps,
+                            str(tmp_path), **{**kwargs, "small_model": False})
+    assert a.status == "done"
