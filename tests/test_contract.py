@@ -79,6 +79,14 @@ def test_a_count_with_nothing_to_count_is_an_answer_that_is_a_number() -> None:
     assert "nothing to count" in warnings[0]
 
 
+def test_a_number_is_never_a_list_of_every_match() -> None:
+    wire = DeclareDeliverable(kind="answer", files=[], answer_is="number", parts=["Zeilen mit 'veraltet'"],
+                              every_match=True, count_of="")
+    assert to_deliverable(wire, "Zähle die Zeilen in docs/api.md mit 'veraltet'.")[0].every_match is False
+    listed = wire.model_copy(update={"answer_is": "text"})
+    assert to_deliverable(listed, "Nenne jede Zeile in docs/api.md mit 'veraltet'.")[0].every_match is True
+
+
 async def test_the_planner_declares_once_and_holds_the_first_plan_to_it(tmp_path: Path) -> None:
     """A German goal: the declaration names the file; a plan without its write is re-asked, the mended one stands."""
     from soothe_planner.tools import make_builtin_tools
@@ -184,6 +192,26 @@ def test_a_count_is_done_only_on_a_number_a_counting_tool_counted(tmp_path: Path
     capped = r1.model_copy(update={"outcome": {"count": 3, "complete": False}})
     n2, r2 = _ran(answer, "Es sind 3 Zeilen.")
     assert "no counting tool counted" in unmet(count, decision, [n1, n2], [capped, r2], caps, None)[0]
+
+
+def test_a_search_that_reports_every_line_it_found_has_counted_them(tmp_path: Path) -> None:
+    caps = _caps(tmp_path)
+    count = Deliverable(kind="count", count_of="amarres de tipo crucero")
+    search = StepAction(id="s1", description="busca", tool="search_text", args={"pattern": "crucero", "path": "amarres.csv"})
+    answer = StepAction(id="s2", description="di el número", depends_on=["s1"])
+    lines = ["amarres.csv:2: B-01,crucero,14", "amarres.csv:3: B-02,crucero,15"]
+    outcome = {"lines": lines, "exact": True, "complete": True, "pattern": "crucero", "path": "amarres.csv"}
+    n1, r1 = _ran(search, "\n".join(lines), outcome)
+    decision = AgentDecision(steps=[search, answer])
+    n2, r2 = _ran(answer, "Hay 2 amarres.")
+    assert unmet(count, decision, [n1, n2], [r1, r2], caps, None) == []
+    n2, r2 = _ran(answer, "Hay 3 amarres.")
+    assert "s1 counted 2 (lines holding 'crucero' below 'amarres.csv')" in unmet(count, decision, [n1, n2], [r1, r2], caps, None)[0]
+    # a search cut short, or one that found only the nearest lines, counted nothing
+    n2, r2 = _ran(answer, "Hay 2 amarres.")
+    for cut in ({"complete": False}, {"exact": False}):
+        partial = r1.model_copy(update={"outcome": {**outcome, **cut}})
+        assert "no counting tool counted" in unmet(count, decision, [n1, n2], [partial, r2], caps, None)[0]
 
 
 def test_a_done_without_the_deliverable_becomes_replan_for_every_model(tmp_path: Path) -> None:

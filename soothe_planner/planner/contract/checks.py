@@ -11,7 +11,8 @@ pass. They hold for every model (the small-model rules add more, ``planner/small
   that depends on a step but whose text refers to none of the plan's outputs wrote words of the
   plan's own, not the data it waited for.
 - **A count** is done only when the answer states a number that a counting tool counted (its
-  result's ``count``; a count stopped at a cap grounds nothing). What the tool counted is in its
+  result's ``count``; a count stopped at a cap grounds nothing), or the number of lines a search
+  found when it reports every line holding its pattern. What the tool counted is in its
   result (``counted``), shown to the assessment beside the number, so the model judges whether it
   counted what the goal asks.
 - **Every match** (``every_match``): the delivery carries each line the run's searches found.
@@ -72,7 +73,11 @@ def answer_text(decision: AgentDecision | None, results: Sequence[StepResult]) -
 def counts_found(
     nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None
 ) -> list[tuple[str, int, str]]:
-    """``(step id, count, what it counted)`` for each count a counting tool made in the run."""
+    """``(step id, count, what it counted)`` for each count made in the run: a counting tool's, or a
+    search's that reported every line holding its pattern (``lines``, ``exact`` and ``complete``:
+    the lines found are counted, and it says what over). A search over a file's rows lists the
+    rows it counts, which is what a count of "cruiser berths in berths_seed.csv" needs; the
+    assessment and the second reading are shown what each one counted, as for any count."""
     tools = {n.id: n.tool for n in nodes}
     out = []
     for r in results:
@@ -80,6 +85,11 @@ def counts_found(
         n = counted(r, cap)
         if n is not None:
             out.append((r.step_id, n, str(r.outcome.get("counted") or "")))
+            continue
+        lines = found_lines(r)
+        if lines is not None and r.outcome.get("complete") is True:
+            pattern, where = r.outcome.get("pattern"), r.outcome.get("path") or "."
+            out.append((r.step_id, len(lines), f"lines holding {pattern!r} below {where!r}"))
     return out
 
 

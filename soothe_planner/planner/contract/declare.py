@@ -125,7 +125,8 @@ def to_deliverable(
         count_of=str(wire.count_of).strip() if kind == "count" else "",
         parts=[str(p) for p in wire.parts],
         answer_is=answer_is if kind == "answer" else "text",
-        every_match=bool(wire.every_match) and kind != "count",
+        # a number carries no lines: "every match" over one is a count asked as a list of lines
+        every_match=bool(wire.every_match) and kind != "count" and not (kind == "answer" and answer_is == "number"),
         declared_by="model",
     ), warnings
 
