@@ -178,14 +178,14 @@ def disagreements(
     ambivalent = len(reading.values) > len(asked)
     for i, part in enumerate(asked):
         values = list(reading.values) if ambivalent else reading.values[i:i + 1]
-        held = []
+        candidates: list[tuple[str, set[str]]] = []
         for value in values:
             informative = _tokens(value) - goal_tokens
             if not value.strip() or not informative:
                 continue
             if _flat(value) in read_flat or _holds(read_flat, read_tokens, informative):
-                held.append((value, informative))  # else the reading did not copy it from the outputs: it says nothing
-        if not held or any(_flat(v) in text_flat or _holds(text_flat, text_tokens, inf) for v, inf in held):
+                candidates.append((value, informative))  # else the reading did not copy it from the outputs: it says nothing
+        if not candidates or any(_flat(v) in text_flat or _holds(text_flat, text_tokens, inf) for v, inf in candidates):
             continue
         out.append(f"a second reading of the tool outputs, blind to the answer, does not find {part!r} in {where} "
                    "as the outputs state it: take it from the output that states it")
