@@ -345,23 +345,43 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="2 repeats, 1 thread: a smoke run")
     ap.add_argument("--sweep", action="store_true", help="measure server settings on generate, step and assess")
     ap.add_argument("--only", default="", help="comma-separated configuration names (default: all)")
-    ap.add_argument("--kinds", default=",".join(CALL_KINDS), help="comma-separated call kinds")
+    ap.add_argument("--kinds", default=None, help="comma-separated call kinds (default: all)")
     ap.add_argument("--llama-server", default=None, metavar="PATH", help="a llama-server binary to measure as well")
     ap.add_argument("--lock", default=None, metavar="FILE", help="hold an exclusive flock on FILE while a server runs")
     ap.add_argument("--time-box", type=float, default=0.0, help="seconds per configuration before repeats stop")
     ap.add_argument("--results-dir", default=str(RESULTS_DIR), help="where local.json (or local_sweep.json) goes")
+    ap.add_argument("--record", action="store_true", help="run real goals on the model and record its requests and replies")
+    ap.add_argument("--replay", action="store_true", help="replay a recording to a cold server, then a warm one")
+    ap.add_argument("--recording", default=None, metavar="FILE", help="the recording (default bench/data/local_recording.json)")
+    ap.add_argument("--goals", default=None, help="--record: comma-separated SUITE/GOAL names (default: 7 of 3 suites)")
+    ap.add_argument("--max-seconds", type=float, default=None, help="--record: bound on each goal's wall time")
     return ap
 
 
 def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None = None,
-        counter: Counter | None = None) -> int:
-    """``main``, with the servers and the token counter replaceable (the tests use fakes)."""
+        counter: Counter | None = None, answer: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> int:
+    """``main``, with the servers, the token counter and (for ``--record``) the model replaceable (the tests use fakes)."""
     args = _parser().parse_args(argv)
+    if args.record and args.replay:
+        raise SystemExit("--record and --replay: record first, then replay")
+    if args.replay and not args.model:
+        from bench.local_record import DEFAULT_RECORDING, load_recording
+
+        args.model = load_recording(Path(args.recording or DEFAULT_RECORDING))["model"]
     spec, model = resolve_model(args.model)
     repeats, threads = args.repeats, args.threads
     if args.quick:
         repeats, threads = 2, [1]
-    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    if args.record:
+        from bench.local_replay import record_command
+
+        return record_command(args, spec, answer)
+    if args.replay:
+        from bench.local_replay import replay_command
+
+        return replay_command(args, model, threads, make_server=make_server or _python_server(model),
+                              counter=counter or TokenCounter(model), measured_here=make_server is None)
+    kinds = tuple(k.strip() for k in (args.kinds or ",".join(CALL_KINDS)).split(",") if k.strip())
     unknown = [k for k in kinds if k not in CALL_KINDS]
     if unknown or not kinds:
         raise SystemExit(f"--kinds {args.kinds!r}: unknown call kind(s) {unknown}; choose from {', '.join(CALL_KINDS)}")
@@ -412,6 +432,11 @@ def run(argv: Sequence[str] | None = None, *, make_server: ServerFactory | None 
                          settings=settings, model_file=embedded_model_file(spec) if measured_here else None)
     print(f"\nwrote {path}")
     return 0
+
+
+def _python_server(model: Any) -> ServerFactory:
+    """The package's embedded server for ``model`` with a configuration's tuning (``--replay``)."""
+    return lambda config, n: PythonServer(model, threads=n, tuning=config.tuning)
 
 
 def _terminated(signum: int, frame: object) -> None:
