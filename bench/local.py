@@ -1,5 +1,15 @@
 """How fast is each kind of call the loop makes on the embedded model, before and after tuning?
 
+Two ways to get the requests. **Real runs, replayed** (``--record``, then ``--replay``): ``--record``
+runs at least 5 goals of at least 2 goal suites through the real graph on the model and keeps every
+request with the model's own reply, and what the run needed of each call (``local_record.py``,
+``local_expect.py``); ``--replay`` sends those requests to a cold server (nothing kept), then to a
+warm one, and reports per kind of call the median and p90 of TTFT and total time, the tokens and
+the usable replies, judged by what the recorded run needed: an assessment must give the status its
+step of the run should have had, never a fixed "done" (``local_replay.py``). **One goal, canned**
+(the configurations below, the default): one goal's calls recorded on canned replies, replayed to
+several server configurations.
+
 For each kind of call — intake, generate (a plan), a model step, assess and synthesis (the final
 answer) — the request is the one the loop really sends (``local_calls.py``: one run of a goal
 through the real graph, recorded), replayed streamed to a real server. Reported per kind: prompt

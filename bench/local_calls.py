@@ -20,6 +20,10 @@ A *variant* is another run: the report's name in the goal and one more TODO file
 workspace change, nothing else. So two variants of one kind share what the loop's prompts share
 across runs — system prompt, tool schema, the start of the human turn — and never a whole
 prompt: a server can reuse exactly that prefix and no more.
+
+The replies here are canned, so what the later calls see is not what a model's own replies would
+have made the loop send; ``local_record.py`` records real runs of suite goals with the model's own
+replies, for ``--replay``.
 """
 
 from __future__ import annotations

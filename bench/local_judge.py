@@ -17,6 +17,10 @@ the benchmark's own goal and workspace (``local_calls.py``):
 - **synthesis** — a reply that is not empty.
 
 ``judge`` returns ``""`` for a usable reply, else the reason, which the results keep.
+
+This judge serves the one canned goal. Real runs replayed (``--replay``) are judged by what the
+recorded run needed instead (``local_expect.py``): there an assessment's right status may be
+``continue`` or ``replan``.
 """
 
 from __future__ import annotations
