@@ -22,7 +22,7 @@ A recording (``local_record.py``) keeps a real run of each goal; after the run, 
 - **synthesis** (the final answer) — as a step, and none of the goal's ``answer_not_contains``.
 - **generate** (a plan) — the planner's own reader and validator accept it, built with the state
   the recorded call had (the plan so far, the deliverable, the step cap, the flags), captured
-  from the planner as it built its check.
+  from the planner as it built its check (a plan asked where no check was built: not empty).
 - **crosscheck** — reads as a ``CrossCheck`` and copies at least one value its outputs hold.
 - **deliverable**, **intake** — read as their schema (``DeclareDeliverable``, ``RouteIntake``).
 """
@@ -124,8 +124,8 @@ def _plan_problem(call: dict[str, Any], text: str) -> str:
     from soothe_planner.planner.generation import calls_reader, decision_validator, readers
 
     seen = call.get("validator")
-    if seen is None:
-        raise ValueError(f"call {call['index']}: a plan recorded without the planner's check")
+    if seen is None:  # a plan asked by a path that builds no check of its own: only an empty reply is refused
+        return "" if text.strip() else "an empty reply"
     context = PlanContext.model_validate(seen["context"])
     pm = PlanManager.from_dict(seen["plan"]) if seen["plan"] is not None else None
     deliverable = Deliverable.model_validate(seen["deliverable"]) if seen["deliverable"] is not None else None

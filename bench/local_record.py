@@ -90,6 +90,19 @@ class Tape:
         self.calls.append(call)
 
 
+def _completion(content: bytes) -> dict[str, Any]:
+    """A server's reply as a ``chat.completion``; a streamed one (server-sent events) as the text it carried."""
+    try:
+        data: dict[str, Any] = json.loads(content)
+        return data
+    except ValueError:
+        from bench.local_servers import _output_of
+
+        lines = [line[6:].strip() for line in content.decode("utf-8", "replace").splitlines() if line.startswith("data: ")]
+        text = "".join(_output_of(json.loads(line))[0] for line in lines if line and line != "[DONE]")
+        return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": None}], "streamed": True}
+
+
 class _Recorder(httpx.BaseTransport, httpx.AsyncBaseTransport):
     """Each chat request answered by ``answer`` (scripted) or passed on to the server, and put on ``tape``."""
 
@@ -98,10 +111,11 @@ class _Recorder(httpx.BaseTransport, httpx.AsyncBaseTransport):
         self._sync = httpx.HTTPTransport() if answer is None else None
         self._async = httpx.AsyncHTTPTransport() if answer is None else None
 
-    def _keep(self, request: httpx.Request, status: int, content: bytes, started: float) -> httpx.Response:
+    def _keep(self, request: httpx.Request, status: int, content: bytes, started: float,
+              content_type: str = "application/json") -> httpx.Response:
         if status == 200 and request.url.path.endswith("/chat/completions"):
-            self.tape.add(json.loads(request.content), json.loads(content), time.perf_counter() - started)
-        return httpx.Response(status, content=content, headers={"content-type": "application/json"})
+            self.tape.add(json.loads(request.content), _completion(content), time.perf_counter() - started)
+        return httpx.Response(status, content=content, headers={"content-type": content_type})
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         started = time.perf_counter()
@@ -109,7 +123,8 @@ class _Recorder(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return self._keep(request, 200, json.dumps(self.answer(json.loads(request.content))).encode(), started)
         assert self._sync is not None
         response = self._sync.handle_request(request)
-        return self._keep(request, response.status_code, response.read(), started)
+        return self._keep(request, response.status_code, response.read(), started,
+                          response.headers.get("content-type", "application/json"))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         started = time.perf_counter()
@@ -117,7 +132,8 @@ class _Recorder(httpx.BaseTransport, httpx.AsyncBaseTransport):
             return self._keep(request, 200, json.dumps(self.answer(json.loads(request.content))).encode(), started)
         assert self._async is not None
         response = await self._async.handle_async_request(request)
-        return self._keep(request, response.status_code, await response.aread(), started)
+        return self._keep(request, response.status_code, await response.aread(), started,
+                          response.headers.get("content-type", "application/json"))
 
 
 def recording_model(config: Any, tape: Tape, answer: Answer | None = None) -> Any:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from local_replay_support import Scripted, write_suites
 from bench.goals_suite import SuiteError
 from bench.local import run
 from bench.local_expect import NOT_DONE, judge
-from bench.local_record import choose, load_recording
+from bench.local_record import choose, load_recording, record
 from bench.local_replay import p90, phases, replay, summarise_replay, verdict
 from bench.local_servers import Streamed
 
@@ -262,3 +264,50 @@ def test_the_replay_reports_the_cold_server_first_then_the_warm_one(
     assert [e[0] for e in warm].count("start") == 1 and [e[0] for e in warm].count("call") == n_calls
     assert log.index(("start", "cold", {"prompt_cache_mib": 0, "prompt_states_mib": 0})) < \
         next(i for i, e in enumerate(log) if e[1] == "warm")
+
+
+# --------------------------------------------------------------------------- the path a real model takes
+
+
+class _Completions(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server (not a model): each chat request answered by the scripted model, as JSON."""
+
+    model: Callable[[dict[str, Any]], dict[str, Any]]
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        data = json.dumps(type(self).model(body)).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_without_a_scripted_model_each_request_goes_to_the_server_and_its_reply_is_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from soothe_planner.local import LOCAL_URL_ENV
+
+    model = Logged(Scripted(WRONG))
+    handler = type("Handler", (_Completions,), {"model": staticmethod(model)})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        # a server already running, as SOOTHE_LOCAL_LLM_URL names one: the pool starts none
+        monkeypatch.setenv(LOCAL_URL_ENV, f"http://127.0.0.1:{server.server_address[1]}/v1")
+        root = write_suites(tmp_path / "suites")
+        recording = record(choose([f"{root}/{g}" for g in GOALS]), MODEL)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    calls = [c for g in recording["goals"] for c in g["calls"]]
+    assert recording["scripted"] is False and len(calls) == len(model.served) > 20
+    assert [c["body"] for c in calls] == [body for body, _ in model.served]
+    assert [c["reply"]["message"] for c in calls] == [r["choices"][0]["message"] for _, r in model.served]
+    assert [g["outcome"] for g in recording["goals"]] == ["success", "success", "failure", "success", "success"]
