@@ -289,6 +289,9 @@ def write_recording(recording: dict[str, Any], path: Path, *, model_file: Path |
 
 
 def load_recording(path: Path) -> dict[str, Any]:
+    """A recording written by ``write_recording``; a missing or foreign file is a ``SystemExit`` saying so."""
+    if not path.is_file():
+        raise SystemExit(f"no recording at {path.name}: record one first (python -m bench local --record)")
     data: dict[str, Any] = json.loads(path.read_text())
     if data.get("format") != FORMAT or not data.get("goals"):
         raise SystemExit(f"{path.name}: not a recording of this format (record one with --record)")

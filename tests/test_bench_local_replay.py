@@ -311,3 +311,11 @@ def test_without_a_scripted_model_each_request_goes_to_the_server_and_its_reply_
     assert [c["body"] for c in calls] == [body for body, _ in model.served]
     assert [c["reply"]["message"] for c in calls] == [r["choices"][0]["message"] for _, r in model.served]
     assert [g["outcome"] for g in recording["goals"]] == ["success", "success", "failure", "success", "success"]
+
+
+def test_a_replay_without_a_recording_says_to_record_one(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="record one first"):
+        run(["--replay", "--recording", str(tmp_path / "none.json")],
+            make_server=lambda c, n: pytest.fail("no server may start"), counter=FakeCounter())
+    with pytest.raises(SystemExit, match="record first, then replay"):
+        run(["--record", "--replay"], make_server=lambda c, n: pytest.fail("no server may start"), counter=FakeCounter())
