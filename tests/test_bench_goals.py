@@ -1,7 +1,7 @@
 """The goal-suite benchmark's harness: suites read strictly, runs scored honestly, repeats summarised.
 
 No model runs here. Runs are scripted (``ScriptedChatModel`` through the real ReAct strategy, or
-the scripted actors of ``bench/goals_scripted.py`` through all three strategies) on a tiny suite
+the scripted actors of ``bench/goals_scripted.py`` through every strategy) on a tiny suite
 written in each test — with every check kind, an ``expect`` goal among them — so each verdict
 below is known in advance and the harness must reach it. The spread over repeats is tested on
 synthetic records too, so its arithmetic is checked apart from any run.
@@ -539,7 +539,7 @@ def test_scripted_mode_scores_every_actor_right_through_each_strategy(
         assert [(s["tool"], s["status"]) for s in detail["steps"]] == [("write_file", "completed"), (None, "completed")]
         assert detail["steps"][0]["args"]["path"] == "REPORT.md"
     else:
-        calls = detail["tool_calls"] if strategy == "react" else detail["steps"][0]["tool_calls"]
+        calls = detail["steps"][0]["tool_calls"] if strategy.startswith("plan-execute") else detail["tool_calls"]
         assert calls and calls[0].startswith('write_file({"path": "REPORT.md"')
 
 
