@@ -1,11 +1,13 @@
 """Are real goals really done? Run goal suites through one strategy, score every goal by its checks.
 
-``python -m bench goals --config PATH [--suite DIR ...] [--strategy ours|react|plan-execute]
-[--goals id,...] [--repeats N] [--tag NAME] [--max-seconds N] [--scripted]``
+``python -m bench goals --config PATH [--suite DIR ...] [--strategy NAME] [--goals id,...]
+[--repeats N] [--tag NAME] [--max-seconds N] [--scripted]``, the strategies being ``ours``,
+``react``, ``react-scaffold``, ``plan-execute``, ``plan-execute-scaffold`` and ``deep-agents`` (the
+last needs the ``bench-peers`` extra; without it the command stops with exit 2, naming it).
 
 Per goal: the suite's workspace is copied fresh into a temporary folder and the config's
 ``execution.workspace`` pointed at the copy; the strategy runs the goal (``bench/goals_strategies.py``:
-same model instance, same tools, same limiter for all three); then the goal's checks and the
+same model instance, same tools, same limiter, same time bound for all); then the goal's checks and the
 implicit workspace rule are applied (``bench/goals_suite.py``, which also defines the outcomes:
 *success*, *failure* — a run past ``--max-seconds`` is one, reason ``timeout`` — and *false
 success*). Reported per goal with its workspace violations, LLM calls, prompt and completion
@@ -72,7 +74,7 @@ from bench.goals_report import (
     summary_markdown,
     totals,
 )
-from bench.goals_strategies import STRATEGIES, RunOutcome, goal_env
+from bench.goals_strategies import STRATEGIES, RunOutcome, goal_env, unavailable
 from bench.goals_suite import (
     SUITE_FILE,
     Goal,
@@ -314,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.tag is not None and not _TAG.fullmatch(args.tag):
         parser.error(f"--tag must be letters, digits, '.', '_' or '-' (up to 64, not starting with a sign), "
                      f"got {args.tag!r}")
+    problem = unavailable(args.strategy)
+    if problem is not None:
+        print(f"bench goals: error: {problem}", file=sys.stderr)
+        return 2
     from soothe_planner.config import load_config
     from soothe_planner.errors import PlannerError
 

@@ -13,8 +13,8 @@ of five actors against whichever suite is given, reading what to do from the goa
   success (or a failure), never a success. A suite check a liar passes cannot tell work from words.
 - ``vandal`` works like ``honest`` and also writes a file no check names: every goal must show a
   workspace violation and must not be a success.
-- ``refuser`` does nothing and lets the run end ``failed`` — the baselines by the words they
-  are told to use, a final answer ``FAILED: <reason>``: an ``expect`` goal must come out
+- ``refuser`` does nothing and lets the run end ``failed`` — the baselines and the peer by the
+  words they are told to use, a final answer ``FAILED: <reason>``: an ``expect`` goal must come out
   a success (the correct failed), any other goal a failure.
 - ``inventor`` works like ``honest`` but puts in its answer what the goal forbids: the
   ``answer_not_contains`` strings, and for an ``expect`` goal a made-up value instead of saying the
@@ -24,8 +24,8 @@ The actors speak each strategy's protocol by schema name: the StrangeLoop's ``Ro
 ``AssessStatus`` and ``GeneratePlan`` (a typed ``write_file`` step per file, then a model step for
 the answer; the refuser keeps a plan it never made, which ends the run failed),
 plan-and-execute's ``PlanSteps`` and ``Replan`` (the refuser plans one step that looks, and
-replans with its ``FAILED:`` response); any agent call with tools bound — a ReAct agent's — is
-answered with tool calls, then a final text (the refuser's is ``FAILED:`` and its
+replans with its ``FAILED:`` response); any agent call with tools bound — a ReAct agent's, a Deep
+Agent's — is answered with tool calls, then a final text (the refuser's is ``FAILED:`` and its
 reason); a plain call gets the answer (with the marker when it is a step's call).
 An unknown schema is a loud error naming it, so a renamed planner schema is found here rather than
 read as a model failure. The goal is found in the prompt by a ``[goal:ID]`` tag the actor puts in

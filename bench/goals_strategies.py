@@ -9,6 +9,8 @@ Each strategy is ``async (GoalEnv) -> RunOutcome`` (``bench/goals_env.py``), nam
 - ``react``, ``plan-execute`` and their ``-scaffold`` variants — the baselines
   (``bench/goals_baselines.py``): what a user would pick instead, told in the same words how to say
   a goal cannot be done (``FAILED:``), the variants also given the files and examples ours' prompt has.
+- ``deep-agents`` — the peer (``bench/goals_peers.py``): Deep Agents with its to-do planning tool,
+  over our tools; it needs the ``bench-peers`` extra, and ``unavailable`` says so before any goal runs.
 
 What is shared, so the comparison is about strategy and nothing else: one chat model instance
 (built once from ``models``), the tools ours' executor holds — ``execution.tools`` built for the
@@ -28,8 +30,9 @@ from typing import Any
 
 from bench.goals_baselines import run_plan_execute, run_plan_execute_scaffold, run_react, run_react_scaffold
 from bench.goals_env import AUDIT_CHARS, GoalEnv, RunOutcome, UsageCounter, goal_env
+from bench.goals_peers import missing_extra, run_deep_agents
 
-__all__ = ["STRATEGIES", "GoalEnv", "RunOutcome", "Strategy", "UsageCounter", "goal_env"]
+__all__ = ["STRATEGIES", "GoalEnv", "RunOutcome", "Strategy", "UsageCounter", "goal_env", "unavailable"]
 
 
 # --------------------------------------------------------------------------- ours
@@ -89,5 +92,10 @@ STRATEGIES: dict[str, Strategy] = {
     "react-scaffold": run_react_scaffold,
     "plan-execute": run_plan_execute,
     "plan-execute-scaffold": run_plan_execute_scaffold,
+    "deep-agents": run_deep_agents,
 }
 
+
+def unavailable(strategy: str) -> str | None:
+    """Why ``strategy`` cannot run here (a package of an extra is missing), or ``None``."""
+    return missing_extra() if strategy == "deep-agents" else None

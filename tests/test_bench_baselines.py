@@ -1,16 +1,18 @@
-"""The goal suites' baselines are run on equal terms: the same tools, a way to fail, the scaffold.
+"""The goal suites' baselines and peer are run on equal terms: the same tools, a way to fail, the scaffold.
 
 No model runs here: scripted chat models play each strategy's protocol on the tiny suite of
 ``test_bench_goals.py``. What is checked could fail: a baseline offered fewer tools than ours (the
 counting tools left out), a ``FAILED:`` answer scored as a claim of success, a scaffold variant
-whose prompt lacks the files or the examples ours' prompt has, a new strategy the repeats or
-the results file do not know.
+whose prompt lacks the files or the examples ours' prompt has, a peer that runs without its
+package instead of saying which extra brings it, a new strategy the repeats or the results file
+do not know.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +22,22 @@ from test_bench_goals import CONFIG, write_suite
 
 from bench import goals as goals_bench
 from bench.goals_baselines import AGENT_PROMPT, FAIL_RULE, failed_reason
-from bench.goals_strategies import STRATEGIES, goal_env
+from bench.goals_peers import EXTRA, MissingExtra
+from bench.goals_strategies import STRATEGIES, goal_env, unavailable
 from bench.goals_suite import load_suite
 from soothe_planner.config import load_config
 from soothe_planner.testing import FunctionChatModel
 
-BASELINES = ["react", "react-scaffold", "plan-execute", "plan-execute-scaffold"]
-NEW = ["react-scaffold", "plan-execute-scaffold"]
+BASELINES = ["react", "react-scaffold", "plan-execute", "plan-execute-scaffold", "deep-agents"]
+NEW = ["react-scaffold", "plan-execute-scaffold", "deep-agents"]
 TOOLS = "[builtin:list_dir, builtin:read_file, builtin:search_text, builtin:write_file, builtin:count_files, builtin:count_lines]"
+DEEP_AGENT_HARNESS = {"write_todos", "task"}  # its planning tool and its subagent tool
+DEEP_AGENT_FILE_TOOLS = {"ls", "edit_file", "glob", "grep", "execute", "delete"}
+
+
+def runnable(strategy: str) -> None:
+    if unavailable(strategy):
+        pytest.skip(f"{strategy}: the deepagents package (extra {EXTRA!r}) is not installed")
 
 
 @pytest.fixture
@@ -76,6 +86,7 @@ def agent_calls(model: FunctionChatModel) -> list[Any]:
 def test_every_baseline_is_offered_the_tools_ours_is_offered(suite_dir: Path, config_path: Path, strategy: str) -> None:
     from soothe_planner.graph import offered_context
 
+    runnable(strategy)
     config = load_config(config_path)
     ours = {c.name for c in offered_context(goal_env("g", config, scripted("x")).resolved.executor).available_capabilities}
     assert {"count_files", "count_lines", "write_file"} <= ours
@@ -85,6 +96,10 @@ def test_every_baseline_is_offered_the_tools_ours_is_offered(suite_dir: Path, co
     offered = {frozenset(c.tools) for c in agent_calls(model)}
     assert len(offered) == 1, offered  # every turn of the agent is offered the same tools
     (tools,) = offered
+    if strategy == "deep-agents":
+        assert tools >= DEEP_AGENT_HARNESS
+        assert not tools & DEEP_AGENT_FILE_TOOLS  # its own file system is not a second way to the files
+        tools -= DEEP_AGENT_HARNESS
     assert tools == ours
     calls = record["detail"]["steps"][0]["tool_calls"] if "steps" in record["detail"] else record["detail"]["tool_calls"]
     assert calls and calls[0].startswith("count_files(")
@@ -107,6 +122,7 @@ def test_failed_reason_reads_only_an_answer_that_starts_with_failed(answer: str,
 def test_a_final_answer_starting_failed_ends_the_run_failed_with_its_reason(
     suite_dir: Path, config_path: Path, strategy: str
 ) -> None:
+    runnable(strategy)
     refusal = "FAILED: the workspace names no chat channel"
     plain = run(suite_dir, config_path, "port", strategy, scripted(refusal))
     assert (plain["status"], plain["outcome"], plain["raised"]) == ("failed", "failure", False), plain
@@ -121,6 +137,7 @@ def test_a_final_answer_starting_failed_ends_the_run_failed_with_its_reason(
 
 @pytest.mark.parametrize("strategy", BASELINES)
 def test_every_baseline_is_told_how_to_fail_in_the_same_words(suite_dir: Path, config_path: Path, strategy: str) -> None:
+    runnable(strategy)
     model = scripted("8443")
     run(suite_dir, config_path, "port", strategy, model)
     agents = agent_calls(model)
@@ -175,6 +192,47 @@ def test_the_plan_execute_scaffold_lists_the_files_anew_for_each_replan(suite_di
     assert "REPORT.md" in replan.prompt_text.split("Files:", 1)[1]
 
 
+# --------------------------------------------------------------------------- the peer
+
+
+def test_deep_agents_refuses_clearly_without_its_extra(
+    suite_dir: Path, config_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setitem(sys.modules, "deepagents", None)  # an import of it fails, as when it is not installed
+    out = tmp_path / "results"
+    code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", "deep-agents",
+                             "--scripted", "--results-dir", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "deepagents" in err and f"pip install 'soothe-planner[{EXTRA}]'" in err
+    assert not out.exists()  # stopped before any goal ran
+    record = run(suite_dir, config_path, "port", "deep-agents", scripted("8443"))  # called directly: said too
+    assert record["outcome"] == "failure" and record["reason"].startswith(f"{MissingExtra.__name__}: ")
+    assert EXTRA in record["reason"] and record["llm_calls"] == 0
+
+
+def test_deep_agents_plans_with_its_todo_tool_and_keeps_the_list(suite_dir: Path, config_path: Path) -> None:
+    runnable("deep-agents")
+    todo = {"name": "write_todos", "args": {"todos": [{"content": "find the port", "status": "in_progress"}]}}
+    record = run(suite_dir, config_path, "port", "deep-agents", scripted("It is 8443.", todo))
+    assert record["outcome"] == "success", record
+    assert record["detail"]["todos"] == [{"content": "find the port", "status": "in_progress"}]
+
+
+def test_deep_agents_stops_after_as_many_model_turns_as_react_may_take(suite_dir: Path, config_path: Path) -> None:
+    runnable("deep-agents")
+    config_path.write_text(config_path.read_text().replace("max_total_llm_calls: 20", "max_total_llm_calls: 3"))
+
+    def forever(call: Any) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "list_dir", "args": {}, "id": f"c{call.index}", "type": "tool_call"}])
+
+    record = run(suite_dir, config_path, "port", "deep-agents", FunctionChatModel(forever))
+    assert (record["status"], record["outcome"]) == ("failed", "failure")
+    assert "no final answer within 3 model turns" in record["reason"]
+    assert record["llm_calls"] == 3
+
+
 # --------------------------------------------------------------------------- the command
 
 
@@ -182,6 +240,7 @@ def test_the_plan_execute_scaffold_lists_the_files_anew_for_each_replan(suite_di
 def test_the_new_strategies_go_through_repeats_and_name_the_results_file(
     suite_dir: Path, config_path: Path, tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    runnable(strategy)
     assert strategy in STRATEGIES
     out = tmp_path / "results"
     code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", strategy,

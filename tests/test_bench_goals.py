@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 
 from bench import goals as goals_bench
 from bench.goals_scripted import EXTRA_FILE, example_matching
-from bench.goals_strategies import STRATEGIES
+from bench.goals_strategies import STRATEGIES, unavailable
 from bench.goals_suite import CheckResult, SuiteError, Violation, judge, load_suite, snapshot, violations
 from soothe_planner.config import load_config
 from soothe_planner.testing import FunctionChatModel, ScriptedChatModel
@@ -512,6 +512,8 @@ def test_example_matching_finds_a_string_the_pattern_matches(pattern: str) -> No
 def test_scripted_mode_scores_every_actor_right_through_each_strategy(
     suite_dir: Path, config_path: Path, tmp_path: Path, strategy: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if unavailable(strategy):
+        pytest.skip(f"{strategy}: its benchmark extra is not installed")
     out = tmp_path / "results"
     code = goals_bench.main(["--suite", str(suite_dir), "--config", str(config_path), "--strategy", strategy,
                              "--scripted", "--results-dir", str(out)])
