@@ -220,6 +220,28 @@ def test_deep_agents_plans_with_its_todo_tool_and_keeps_the_list(suite_dir: Path
     assert record["detail"]["todos"] == [{"content": "find the port", "status": "in_progress"}]
 
 
+def test_deep_agents_subagent_works_with_our_tools_and_its_calls_take_the_budget(
+    suite_dir: Path, config_path: Path
+) -> None:
+    runnable("deep-agents")
+
+    def reply(call: Any) -> AIMessage:
+        main = call.messages[0].text.startswith(AGENT_PROMPT)
+        if any(m.type == "tool" for m in call.messages):
+            return AIMessage("The port is 8443.")
+        name, args = ("task", {"description": "find the port in notes.txt", "subagent_type": "general-purpose"}) \
+            if main else ("read_file", {"path": "notes.txt"})
+        return AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"c{call.index}", "type": "tool_call"}])
+
+    model = FunctionChatModel(reply)
+    record = run(suite_dir, config_path, "port", "deep-agents", model)
+    assert record["outcome"] == "success", record
+    subagent = [set(c.tools) for c in model.calls if not c.messages[0].text.startswith(AGENT_PROMPT)]
+    ours = {c.name for c in goal_env("g", load_config(config_path), model).resolved.executor.capabilities()}
+    assert subagent and all(tools == ours for tools in subagent)  # no file tools of its own there either
+    assert record["llm_calls"] == record["limiter_llm_calls"] == len(model.calls) == 4
+
+
 def test_deep_agents_stops_after_as_many_model_turns_as_react_may_take(suite_dir: Path, config_path: Path) -> None:
     runnable("deep-agents")
     config_path.write_text(config_path.read_text().replace("max_total_llm_calls: 20", "max_total_llm_calls: 3"))
