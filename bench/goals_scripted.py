@@ -13,8 +13,9 @@ of five actors against whichever suite is given, reading what to do from the goa
   success (or a failure), never a success. A suite check a liar passes cannot tell work from words.
 - ``vandal`` works like ``honest`` and also writes a file no check names: every goal must show a
   workspace violation and must not be a success.
-- ``refuser`` does nothing and lets the run end ``failed``: an ``expect`` goal must come out a
-  success (the correct failed), any other goal a failure.
+- ``refuser`` does nothing and lets the run end ``failed`` — the baselines and the peer by the
+  words they are told to use, a final answer ``FAILED: <reason>``: an ``expect`` goal must come out
+  a success (the correct failed), any other goal a failure.
 - ``inventor`` works like ``honest`` but puts in its answer what the goal forbids: the
   ``answer_not_contains`` strings, and for an ``expect`` goal a made-up value instead of saying the
   fact is absent. Such a goal must come out a false success; a goal with neither is an honest one.
@@ -22,9 +23,10 @@ of five actors against whichever suite is given, reading what to do from the goa
 The actors speak each strategy's protocol by schema name: the StrangeLoop's ``RouteIntake``,
 ``AssessStatus`` and ``GeneratePlan`` (a typed ``write_file`` step per file, then a model step for
 the answer; the refuser keeps a plan it never made, which ends the run failed),
-plan-and-execute's ``PlanSteps`` and ``Replan`` (the refuser plans no step); any agent call with
-tools bound is answered with tool calls, then a final text (the refuser's is empty, so the agent
-ends without an answer); a plain call gets the answer (with the marker when it is a step's call).
+plan-and-execute's ``PlanSteps`` and ``Replan`` (the refuser plans one step that looks, and
+replans with its ``FAILED:`` response); any agent call with tools bound — a ReAct agent's, a Deep
+Agent's — is answered with tool calls, then a final text (the refuser's is ``FAILED:`` and its
+reason); a plain call gets the answer (with the marker when it is a step's call).
 An unknown schema is a loud error naming it, so a renamed planner schema is found here rather than
 read as a model failure. The goal is found in the prompt by a ``[goal:ID]`` tag the actor puts in
 every step it plans, else by the longest goal text the prompt contains.
@@ -43,6 +45,7 @@ ACTORS = ("honest", "liar", "vandal", "refuser", "inventor")
 MARKER = "(scripted: the work is done)"
 LIE = "Done."
 INVENTED = "It is 42."
+REFUSAL = "FAILED: the workspace does not hold what the goal asks for"
 EXTRA_FILE = "scripted-extra.txt"
 _TAG = re.compile(r"\[goal:([^\]\s]+)\]")
 
@@ -196,7 +199,7 @@ class Actor:
         schema = call.schema_name
         if self.actor == "refuser":  # needs no goal: it does nothing
             if call.method == "tools":
-                return AIMessage(content="")  # an agent that ends without an answer: the run fails
+                return AIMessage(content=REFUSAL)  # an agent that says it failed, as it is told to
             return "" if schema is None else self._refusal(schema)
         goal = self.goal_of(call.prompt_text)
         if call.method == "tools":
@@ -236,10 +239,10 @@ class Actor:
             return {"status": "continue", "goal_progress": 0.0, "confidence": 0.9, "summary": "the fact is not there"}
         if schema == "GeneratePlan":  # keep a plan that was never made: nothing to execute, the run fails
             return {"plan_action": "keep", "execution_mode": "dependency", "next_action": "nothing", "steps": []}
-        if schema == "PlanSteps":
-            return {"steps": []}
+        if schema == "PlanSteps":  # one step that looks; the agent doing it reports the failure
+            return {"steps": ["look in the workspace for what the objective asks"]}
         if schema == "Replan":
-            return {"response": "", "steps": []}
+            return {"response": REFUSAL, "steps": []}
         raise ValueError(f"scripted refuser: no reply for the schema {schema!r}; teach bench/goals_scripted.py its answer")
 
     def _agent_turn(self, goal: Goal, call: Any) -> AIMessage:
