@@ -36,6 +36,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from soothe_planner.dag import free_step_id
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
@@ -125,11 +126,9 @@ class _Ids:
         self.taken = set(taken)
 
     def next(self) -> str:
-        n = 1
-        while f"s{n}" in self.taken:
-            n += 1
-        self.taken.add(f"s{n}")
-        return f"s{n}"
+        sid = free_step_id(self.taken)
+        self.taken.add(sid)
+        return sid
 
 
 def _answered(
