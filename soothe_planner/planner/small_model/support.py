@@ -20,7 +20,9 @@ Words are compared whole, case aside, split at anything that is not a letter or 
 ``max_connections`` holds "connections"); no word of any language is listed. It errs towards
 refusing a right answer whose line shares only an inflected form of the request's words ("owner"
 for "owns") when neither its table nor its file's name says more; measured, such answers had a
-supporting line elsewhere (the protocol's file is named after it).
+supporting line elsewhere (the protocol's file is named after it). A request in one language over
+files written in another shares no word with their lines unless names, paths or numbers carry
+over: there it refuses, a failure the user sees, rather than pass an answer it cannot place.
 """
 
 from __future__ import annotations
