@@ -206,10 +206,10 @@ def test_a_search_that_reports_every_line_it_found_has_counted_them(tmp_path: Pa
     n2, r2 = _ran(answer, "Hay 2 amarres.")
     assert unmet(count, decision, [n1, n2], [r1, r2], caps, None) == []
     n2, r2 = _ran(answer, "Hay 3 amarres.")
-    assert "s1 counted 2 (lines holding 'crucero' below 'amarres.csv')" in unmet(count, decision, [n1, n2], [r1, r2], caps, None)[0]
-    # a search cut short, or one that found only the nearest lines, counted nothing
+    assert "s1 counted 2 (lines of amarres.csv holding 'crucero')" in unmet(count, decision, [n1, n2], [r1, r2], caps, None)[0]
+    # a search cut short, one that found only the nearest lines, or one over a folder counted nothing
     n2, r2 = _ran(answer, "Hay 2 amarres.")
-    for cut in ({"complete": False}, {"exact": False}):
+    for cut in ({"complete": False}, {"exact": False}, {"path": "."}):
         partial = r1.model_copy(update={"outcome": {**outcome, **cut}})
         assert "no counting tool counted" in unmet(count, decision, [n1, n2], [partial, r2], caps, None)[0]
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from soothe_planner.models import StepResult
 
-__all__ = ["REFERENCE_RE", "BadReferenceError", "Reference", "arg_strings", "canonical", "find_references",
+__all__ = ["REFERENCE_RE", "BadReferenceError", "Reference", "arg_strings", "canonical", "find_references", "free_step_id",
            "lookup_reference", "map_arg_strings", "parse_token", "references_in", "rename_references", "resolve_args",
            "resolve_references"]
 
@@ -189,3 +189,12 @@ def resolve_args(args: Mapping[str, Any], completed: Mapping[str, StepResult]) -
         return resolved
 
     return {k: map_arg_strings(v, resolve) for k, v in args.items()}, used
+
+
+def free_step_id(taken: Collection[str]) -> str:
+    """The first id of the ``s1``, ``s2``, ... series not in ``taken``: the id a step added by
+    code (a parsed call with none, a prescribed reading or write) gets."""
+    n = 1
+    while f"s{n}" in taken:
+        n += 1
+    return f"s{n}"

@@ -36,6 +36,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from soothe_planner.dag import free_step_id
 from soothe_planner.errors import PlanParseError
 from soothe_planner.models import clean_text
 from soothe_planner.parsing.reader import check_reply_size, reply_byte_cap
@@ -144,7 +145,7 @@ def _read_line(
             raise PlanParseError(f"{where}: the left side must be one step name, as in 's1 = ...'", line)
         sid, call = statement.targets[0].id, statement.value
     elif isinstance(statement, ast.Expr):
-        sid, call = _next_free_id(defined), statement.value
+        sid, call = free_step_id(defined), statement.value
     else:
         raise PlanParseError(f"{where}: a step is 's1 = tool(name=value, ...)'", line)
     if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Name):
@@ -179,13 +180,6 @@ def _read_line(
             raise PlanParseError(f"{where}: '**' arguments are not read; name each argument", line)
         args[kw.arg] = _value(kw.value, defined, depends, where, line)
     return {"id": sid, "tool": tool, "args": args, "depends_on": depends}
-
-
-def _next_free_id(defined: set[str]) -> str:
-    n = 1
-    while f"s{n}" in defined:
-        n += 1
-    return f"s{n}"
 
 
 def _add(names: list[str], name: str) -> None:

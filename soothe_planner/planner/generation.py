@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from soothe_planner.dag import PlanManager, validate_steps
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import GenerationAttempt
-from soothe_planner.models import AgentDecision, Capability, LoopState, PlanContext
+from soothe_planner.models import AgentDecision, Capability, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
 from soothe_planner.planner.contract import order_writes, owed_writes, writes_outside
 from soothe_planner.planner.plan_syntax import calls_text_reader
@@ -35,7 +35,7 @@ from soothe_planner.planner.small_model.plan_rules import (
 )
 from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
 
-__all__ = ["REFUSED_NOTE", "Generated", "by_name", "calls_reader", "decision_validator", "deliverable_of", "plan_schema",
+__all__ = ["REFUSED_NOTE", "Generated", "by_name", "calls_reader", "decision_validator", "plan_schema",
            "readers", "with_refusals", "writable", "writes_in_order"]
 
 
@@ -161,13 +161,6 @@ def plan_schema(context: PlanContext, max_steps: int, allow_keep: bool, *, compa
         subagents=tuple(c.name for c in caps if c.kind != "tool"),
         compact=compact,
     )
-
-
-def deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
-    """The goal's deliverable: the plan manager's, else the state's (None while unknown)."""
-    if pm is not None and pm.deliverable is not None:
-        return pm.deliverable
-    return state.deliverable
 
 
 def writable(deliverable: Deliverable | None, capabilities: list[Capability]) -> list[Capability]:

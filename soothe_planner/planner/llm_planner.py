@@ -71,7 +71,6 @@ from soothe_planner.planner.generation import (
     by_name,
     calls_reader,
     decision_validator,
-    deliverable_of,
     plan_schema,
     readers,
     with_refusals,
@@ -83,7 +82,7 @@ from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, with
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import phases
 from soothe_planner.planner.routing import IntakeAndContinuation
-from soothe_planner.planner.run_steps import RunSteps
+from soothe_planner.planner.run_steps import RunSteps, deliverable_of
 from soothe_planner.planner.small_model.crosscheck import (
     crosscheck_prompt,
     delivered,

@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from soothe_planner.dag import PlanManager, latest_results
+from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, LoopState, PlanStep, StepAction, StepResult, StepStatus
 
-__all__ = ["RunSteps"]
+__all__ = ["RunSteps", "deliverable_of"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,11 @@ def _status_of(step_id: str, results: dict[str, StepResult]) -> StepStatus:
     if r.success:
         return "completed"
     return "skipped" if r.error_type == "blocked" else "failed"
+
+
+def deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
+    """The goal's deliverable: the plan manager's, else the state's (None while unknown). Not part of
+    ``RunSteps``: it is no step result, and it changes in the middle of a call when one is declared."""
+    if pm is not None and pm.deliverable is not None:
+        return pm.deliverable
+    return state.deliverable

@@ -12,7 +12,7 @@ pass. They hold for every model (the small-model rules add more, ``planner/small
   plan's own, not the data it waited for.
 - **A count** is done only when the answer states a number that a counting tool counted (its
   result's ``count``; a count stopped at a cap grounds nothing), or the number of lines a search
-  found when it reports every line holding its pattern. What the tool counted is in its
+  of one file found when it reports every line holding its pattern. What the tool counted is in its
   result (``counted``), shown to the assessment beside the number, so the model judges whether it
   counted what the goal asks.
 - **Every match** (``every_match``): the delivery carries each line the run's searches found.
@@ -34,6 +34,7 @@ from soothe_planner.planner.contract.evidence import (
     delivered_text,
     found_lines,
     is_model_step,
+    path_key,
     read_back,
     writes_of,
 )
@@ -74,10 +75,12 @@ def counts_found(
     nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None
 ) -> list[tuple[str, int, str]]:
     """``(step id, count, what it counted)`` for each count made in the run: a counting tool's, or a
-    search's that reported every line holding its pattern (``lines``, ``exact`` and ``complete``:
-    the lines found are counted, and it says what over). A search over a file's rows lists the
-    rows it counts, which is what a count of "cruiser berths in berths_seed.csv" needs; the
-    assessment and the second reading are shown what each one counted, as for any count."""
+    search's of one file that reported every line holding its pattern (``lines``, ``exact`` and
+    ``complete``, every line from the file it searched): the rows it lists are what a count of
+    "cruiser berths in berths_seed.csv" counts. A search over a folder is no count: its lines are
+    not the files, or the entries, a count over a folder asks for ("how many Go files?" is not the
+    number of lines holding ".go"). The assessment and the second reading are shown what each one
+    counted, as for any count."""
     tools = {n.id: n.tool for n in nodes}
     out = []
     for r in results:
@@ -87,10 +90,21 @@ def counts_found(
             out.append((r.step_id, n, str(r.outcome.get("counted") or "")))
             continue
         lines = found_lines(r)
-        if lines is not None and r.outcome.get("complete") is True:
-            pattern, where = r.outcome.get("pattern"), r.outcome.get("path") or "."
-            out.append((r.step_id, len(lines), f"lines holding {pattern!r} below {where!r}"))
+        where = path_key(r.outcome.get("path"))
+        if lines and r.outcome.get("complete") is True and _all_in(lines, where):
+            out.append((r.step_id, len(lines), f"lines of {where} holding {r.outcome.get('pattern')!r}"))
     return out
+
+
+def _all_in(lines: Sequence[str], path: str) -> bool:
+    """Whether every search line is labelled with ``path`` itself (the search looked in one file)."""
+    if not path or path == ".":
+        return False
+    for line in lines:
+        m = LINE_LABEL.match(line)
+        if m is None or path_key(m.group("path")) != path:
+            return False
+    return True
 
 
 def count_problems(

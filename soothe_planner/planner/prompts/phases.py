@@ -25,7 +25,6 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from soothe_planner.dag import dag_prompt, latest_results
-from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import (
     LoopState,
     Plan,
@@ -54,7 +53,7 @@ from soothe_planner.planner.prompts.questions import (
     deliverable_prompt,
     intake_prompt,
 )
-from soothe_planner.planner.run_steps import RunSteps
+from soothe_planner.planner.run_steps import RunSteps, deliverable_of
 from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_reasons
 from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
 
@@ -85,13 +84,9 @@ every line (``grounding``)."""
 GENERATE_EXCERPT = 800
 
 
-def _deliverable_of(state: LoopState, pm: PlanManager | None) -> Deliverable | None:
-    return pm.deliverable if pm is not None and pm.deliverable is not None else state.deliverable
-
-
 def deliverable_line(state: LoopState, pm: PlanManager | None) -> str:
     """The line a plan or assessment prompt shows under the goal: what the goal must hand back."""
-    d = _deliverable_of(state, pm)
+    d = deliverable_of(state, pm)
     return f"It must hand back: {escape_data(d.describe())}.\n" if d is not None else ""
 
 
@@ -383,7 +378,7 @@ def _compact_fields(
     nodes, results = checked_steps(run)
     # checked here too: a "continue" over a report missing lines is no check's override, yet it is why
     caps = {c.name: c for c in context.available_capabilities} or None
-    dropped = dropped_lines(_deliverable_of(state, run.manager), nodes, results, caps) if results else None
+    dropped = dropped_lines(deliverable_of(state, run.manager), nodes, results, caps) if results else None
     if dropped is not None and dropped.why() not in reasons:
         reasons.append(dropped.why())
     if reasons:

@@ -30,7 +30,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from soothe_planner.dag import ancestors
+from soothe_planner.dag import ancestors, free_step_id
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import (
@@ -301,11 +301,8 @@ class Dropped(NamedTuple):
 
     def remedy_step(self, taken: Collection[str]) -> StepAction:
         """``remedy``'s write as a typed step under an id not in ``taken``."""
-        n = 1
-        while f"s{n}" in taken:
-            n += 1
         args = self._args()
-        return StepAction(id=f"s{n}", description=f"{self.writer} {json.dumps(args, ensure_ascii=False)}",
+        return StepAction(id=free_step_id(taken), description=f"{self.writer} {json.dumps(args, ensure_ascii=False)}",
                           tool=self.writer, args=args, depends_on=list(self.holders))
 
     def _args(self) -> dict[str, str]:

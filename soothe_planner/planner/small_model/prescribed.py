@@ -36,6 +36,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
+from soothe_planner.dag import free_step_id
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
@@ -56,6 +57,20 @@ def _refused(exc: PlanGenerationError) -> bool:
     return not any(a.error_type == "transport" for a in exc.attempts)
 
 
+def _prescribed(
+    exc: PlanGenerationError, steps: list[StepAction], next_action: str, validate: Callable[[Generated], list[str]],
+    what: str,
+) -> Generated | None:
+    """``steps`` as the plan the planner prescribes, told in its warning and the log, or None when the
+    plan rules refuse it too (a prescription passes every rule a model's plan must pass)."""
+    gen = Generated("new", AgentDecision(steps=steps), next_action=next_action, warnings=[
+        f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); {what}"])
+    if validate(gen):
+        return None
+    logger.warning("%s: every plan refused; %s", exc.phase, what)
+    return gen
+
+
 def prescribed_write(
     deliverable: Deliverable | None,
     nodes: Sequence[PlanStep | StepAction],
@@ -71,14 +86,9 @@ def prescribed_write(
     if dropped is None:
         return None
     step = dropped.remedy_step({n.id for n in nodes})
-    gen = Generated("new", AgentDecision(steps=[step]), next_action=step.description, warnings=[
-        f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
-        f"wrote the search's output to {dropped.path} itself ({step.id}), as the delivery check prescribes: "
-        f"{dropped.why()}"])
-    if validate(gen):
-        return None
-    logger.warning("%s: every plan refused; planned the prescribed write %s", exc.phase, step.description)
-    return gen
+    return _prescribed(exc, [step], step.description, validate,
+                       f"the planner wrote the search's output to {dropped.path} itself ({step.id}), as the delivery "
+                       f"check prescribes: {dropped.why()}")
 
 
 def prescribed_reading(
@@ -107,15 +117,9 @@ def prescribed_reading(
                       "answer the request from what these files say")
     if steps is None:
         return None
-    gen = Generated("new", AgentDecision(steps=steps), next_action=steps[-1].description, warnings=[
-        f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); the planner "
-        f"planned the reading itself: {', '.join(files) or 'nothing new'} read, then an answer from every file "
-        "read"])
-    if validate(gen):
-        return None
-    logger.warning("%s: every plan refused; planned the reading of %s and an answer from every file read",
-                   exc.phase, ", ".join(files) or "nothing new")
-    return gen
+    return _prescribed(exc, steps, steps[-1].description, validate,
+                       f"the planner planned the reading itself: {', '.join(files) or 'nothing new'} read, then an "
+                       "answer from every file read")
 
 
 class _Ids:
@@ -125,11 +129,9 @@ class _Ids:
         self.taken = set(taken)
 
     def next(self) -> str:
-        n = 1
-        while f"s{n}" in self.taken:
-            n += 1
-        self.taken.add(f"s{n}")
-        return f"s{n}"
+        sid = free_step_id(self.taken)
+        self.taken.add(sid)
+        return sid
 
 
 def _answered(
@@ -191,11 +193,7 @@ def prescribed_widening(
                           write_whole=deliverable.every_match and not cap.counts)
         if steps is None:
             return None
-        gen = Generated("new", AgentDecision(steps=steps), next_action=wide.description, warnings=[
-            f"{exc.phase}: every plan the model wrote was refused ({len(exc.attempts)} attempts); {node.id} failed "
-            f"with path {node.args.get('path')!r} and the planner ran it over the whole workspace ({wide.id})"])
-        if validate(gen):
-            return None
-        logger.warning("%s: every plan refused; planned %s over the whole workspace", exc.phase, node.id)
-        return gen
+        return _prescribed(exc, steps, wide.description, validate,
+                           f"{node.id} failed or found nothing with path {node.args.get('path')!r}; the planner ran it over "
+                           f"the whole workspace ({wide.id})")
     return None

@@ -20,7 +20,9 @@ Words are compared whole, case aside, split at anything that is not a letter or 
 ``max_connections`` holds "connections"); no word of any language is listed. It errs towards
 refusing a right answer whose line shares only an inflected form of the request's words ("owner"
 for "owns") when neither its table nor its file's name says more; measured, such answers had a
-supporting line elsewhere (the protocol's file is named after it).
+supporting line elsewhere (the protocol's file is named after it). A request in one language over
+files written in another shares no word with their lines unless names, paths or numbers carry
+over: there it refuses, a failure the user sees, rather than pass an answer it cannot place.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
@@ -40,8 +43,9 @@ __all__ = ["common_words", "unsupported_facts"]
 Step = PlanStep | StepAction
 _WORD = re.compile(r"[^\W_]+")
 _MIN_FILES = 6  # fewer files than this tell nothing about which words are common
-_MAX_FILES = 2000
-_MAX_BYTES = 200_000
+_MAX_FILES = 400
+_MAX_BYTES = 100_000  # of one file
+_MAX_TOTAL_BYTES = 4_000_000
 _SHORT = 3  # without a workspace to learn common words from, shorter words are taken as common
 
 
@@ -51,28 +55,38 @@ def _words(text: str) -> set[str]:
 
 def common_words(workspace: str | None) -> set[str] | None:
     """The words more than half of the workspace's text files hold (None when it has too few files
-    to tell, or there is none). Hidden folders are skipped; each file is read up to a size cap."""
+    to tell, or there is none). Hidden folders are skipped; it reads at most ``_MAX_FILES`` files and
+    ``_MAX_TOTAL_BYTES`` in all, in a stable order, and remembers the answer per workspace for the
+    process: which words are common does not change with the few files a run writes."""
     if not workspace or not os.path.isdir(workspace):
         return None
+    found = _common_words(os.path.realpath(workspace))
+    return set(found) if found is not None else None
+
+
+@lru_cache(maxsize=16)
+def _common_words(workspace: str) -> frozenset[str] | None:
     held: Counter[str] = Counter()
     files = 0
+    budget = _MAX_TOTAL_BYTES
     for root, dirs, names in os.walk(workspace):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(names):
-            if name.startswith(".") or files >= _MAX_FILES:
+            if name.startswith(".") or files >= _MAX_FILES or budget <= 0:
                 continue
             try:
                 with open(os.path.join(root, name), "rb") as fh:
-                    data = fh.read(_MAX_BYTES)
+                    data = fh.read(min(_MAX_BYTES, budget))
             except OSError:
                 continue
             if b"\x00" in data:
                 continue
             files += 1
+            budget -= len(data)
             held.update(_words(data.decode("utf-8", errors="replace")))
     if files < _MIN_FILES:
         return None
-    return {w for w, n in held.items() if n * 2 > files}
+    return frozenset(w for w, n in held.items() if n * 2 > files)
 
 
 def _context_lines(step: Step, result: StepResult) -> Iterator[tuple[str, str, set[str]]]:
