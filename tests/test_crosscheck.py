@@ -71,14 +71,12 @@ def test_a_part_the_answer_leaves_out_is_not_confirmed_while_the_one_it_gives_is
     assert disagreements(goal, d, _reading("Priya Raman", "Apache License"), "Priya Raman\nApache License 2.0\n", ev) == []
 
 
-def test_a_reading_with_more_values_than_things_asked_confirms_any_one_of_them() -> None:
-    goal = "¿Quién es responsable del protocolo de muestreo de suelo?"
-    d = Deliverable(kind="answer", parts=["responsable del protocolo"])
-    ev = _evidence("Owner: Lena Park\n# Protocol: soil sampling\nOwner: Malte Jansen\n")
-    assert disagreements(goal, d, _reading("Lena Park", "Malte Jansen"), "Malte Jansen", ev) == []
-    # one value per thing asked is a reading that chose: a different answer is not confirmed
-    assert disagreements(goal, d, _reading("Lena Park"), "Malte Jansen", ev)
-    assert disagreements(goal, d, _reading("Lena Park", "Malte Jansen"), "Tomás Rivera", ev)
+def test_a_reading_with_more_values_than_things_asked_is_held_to_its_first_value_per_thing() -> None:
+    goal = "¿Quién es responsable del protocolo de muestreo de suelo, y cuál es su correo?"
+    d = Deliverable(kind="answer", parts=["responsable del protocolo"])  # the email was left out of the parts
+    ev = _evidence("Owner: Lena Park\n# Protocol: soil sampling\nOwner: Malte Jansen <m.jansen@lab.example>\n")
+    assert disagreements(goal, d, _reading("Lena Park", "Malte Jansen"), "Malte Jansen", ev)
+    assert disagreements(goal, d, _reading("Malte Jansen", "m.jansen@lab.example"), "Malte Jansen", ev) == []
 
 
 def test_a_count_must_be_the_number_of_items_the_reading_lists() -> None:

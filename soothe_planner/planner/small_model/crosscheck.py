@@ -17,10 +17,11 @@ item counted, one per entry. Code then compares:
 - an answer or a file: a value agrees when most of its informative tokens (its tokens that are not
   words of the request; a token keeps its ``.``, ``-``, ``@`` and ``/`` joins, so a version or a path
   is one token) appear in the delivered text (the answer, or the deliverable's files as they are
-  on disk). A value with no informative token, or one the outputs do not hold, says nothing; a
-  reading that gives more values than things asked found several candidates and cannot say which,
-  so a thing is confirmed by any one of them (the 1.5B's reading gave two protocols' owners for
-  "who owns the soil sampling protocol" and refused the right one);
+  on disk). A value with no informative token, or one the outputs do not hold, says nothing. A
+  reading that gives more values than things asked is held to its first value for each thing:
+  confirming a thing by any one of several values was tried and, measured, let an answer that
+  named the protocol's owner and left out the email asked with it end ``done`` (the reading's
+  extra value was the sign that the declared parts had missed one);
 - a count: the reading sees no counting tool's output (it is to count anew); the number it copies
   where the outputs state one (a setting: "how many connections may the pool hold"), else the
   number of distinct items it lists that the outputs hold, must be a number the answer states (a
@@ -172,20 +173,13 @@ def disagreements(
         return [f"a second reading of the tool outputs, blind to the answer, lists a different number of "
                 f"{_asked(goal, deliverable)[0]!r} than {where} states: count exactly what the request asks for"]
     out = []
-    asked = _asked(goal, deliverable)
-    # more values than things asked: the reading found several candidates for one thing and cannot
-    # say which; a thing is then confirmed when the delivery gives any one of them
-    ambivalent = len(reading.values) > len(asked)
-    for i, part in enumerate(asked):
-        values = list(reading.values) if ambivalent else reading.values[i:i + 1]
-        candidates: list[tuple[str, set[str]]] = []
-        for value in values:
-            informative = _tokens(value) - goal_tokens
-            if not value.strip() or not informative:
-                continue
-            if _flat(value) in read_flat or _holds(read_flat, read_tokens, informative):
-                candidates.append((value, informative))  # else the reading did not copy it from the outputs: it says nothing
-        if not candidates or any(_flat(v) in text_flat or _holds(text_flat, text_tokens, inf) for v, inf in candidates):
+    for part, value in zip(_asked(goal, deliverable), reading.values, strict=False):
+        informative = _tokens(value) - goal_tokens
+        if not value.strip() or not informative:
+            continue
+        if not (_flat(value) in read_flat or _holds(read_flat, read_tokens, informative)):
+            continue  # the reading did not copy it from the outputs: it says nothing
+        if _flat(value) in text_flat or _holds(text_flat, text_tokens, informative):
             continue
         out.append(f"a second reading of the tool outputs, blind to the answer, does not find {part!r} in {where} "
                    "as the outputs state it: take it from the output that states it")
