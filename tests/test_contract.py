@@ -348,6 +348,25 @@ def test_an_answer_with_facts_of_its_own_about_a_value_no_tool_returned_is_off_s
     assert off_subject("Was hat sich in 1.2.1 geändert?", decision, [n1, n2], [r1, r2]) == ([], [])
 
 
+def test_a_bare_number_the_goal_names_is_held_only_beside_the_words_around_it() -> None:
+    from soothe_planner.planner.small_model.grounding import off_subject
+
+    read = StepAction(id="s1", description="read", tool="read_file", args={"path": "protocolos/siembra.md"})
+    answer = StepAction(id="s2", description="los cambios", depends_on=["s1"])
+    protocol = "Versión actual: v2.1\n2. Sembrar a 3 mm de profundidad\n- v2.1: malla de sombra sobre 28 °C"
+    n1, r1 = _ran(read, protocol)
+    n2, r2 = _ran(answer, "En la versión 3 se añadió malla de sombra sobre 28 °C.")
+    decision = AgentDecision(steps=[read, answer])
+    goal = "¿Qué cambió en la versión 3 del protocolo de siembra?"
+    unseen, added = off_subject(goal, decision, [n1, n2], [r1, r2])
+    assert unseen == ["3"] and "28" in added  # "3 mm" is not version 3
+    n1, r1 = _ran(read, protocol + "\n- versión 3: bandejas de 50 celdas")
+    assert off_subject(goal, decision, [n1, n2], [r1, r2]) == ([], [])
+    # words most of the workspace holds, or short ones, do not place a number
+    n1, r1 = _ran(read, protocol)
+    assert off_subject(goal, decision, [n1, n2], [r1, r2], common={"versión", "protocolo", "del", "la"}) == ([], [])
+
+
 def test_an_echo_is_refused_in_any_language_but_a_choice_between_named_values_is_an_answer() -> None:
     from soothe_planner.planner.small_model.grounding import echoed_goal, gave_no_answer
 

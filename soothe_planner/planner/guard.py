@@ -43,7 +43,7 @@ from soothe_planner.planner.small_model.grounding import (
     wrong_kind,
 )
 from soothe_planner.planner.small_model.reading import unread_hits
-from soothe_planner.planner.small_model.support import unsupported_facts
+from soothe_planner.planner.small_model.support import common_words, unsupported_facts
 
 __all__ = ["guard_assessment"]
 
@@ -74,7 +74,8 @@ def guard_assessment(
                            "found: read the file, then answer from it")
         # the answer's checks hold for a "done" and for a "continue" read as one alike
         if a.status in ("done", "continue"):
-            reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded)
+            reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded,
+                                       common=common_words(workspace))
             if grounded and not reasons:
                 facts, lines = unsupported_facts(goal, deliverable, _delivered(deliverable, decision, results, workspace),
                                                  nodes, results, capabilities, workspace)
@@ -117,6 +118,7 @@ def _delivered(
 def _answer_reasons(
     goal: str, deliverable: Deliverable | None, decision: AgentDecision | None,
     nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], *, grounded: bool,
+    common: set[str] | None = None,
 ) -> list[str]:
     """Why a small model's answer (or the text written for a file) does not end the goal ([] if nothing)."""
     kind = deliverable.kind if deliverable is not None else None
@@ -132,7 +134,7 @@ def _answer_reasons(
     if missing:
         reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool "
                        "output")
-    unseen, added = off_subject(goal, decision, nodes, results)
+    unseen, added = off_subject(goal, decision, nodes, results, common)
     if unseen:
         reasons.append(f"the goal names {', '.join(repr(v) for v in unseen[:3])}, which no tool output holds, yet "
                        f"the answer states {', '.join(repr(f) for f in added[:3])}: it is about something else; if "

@@ -342,7 +342,8 @@ _VALUE = re.compile(r"\b\d+(?:[.,]\d+)*\b|[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 
 def off_subject(
-    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult]
+    goal: str, decision: AgentDecision | None, nodes: Sequence[Step], results: Sequence[StepResult],
+    common: Collection[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """``(values the goal names that no tool output holds, facts the answer adds)`` when both are
     non-empty, else ``([], [])``.
@@ -351,14 +352,17 @@ def off_subject(
     returned means the evidence never reached the goal's subject; an answer that still states facts
     of its own is about something else. "What changed in 1.3.0?" was answered with the changes of
     1.2.1, every fact of it from the changelog, none about 1.3.0, which the changelog lacks. An
-    answer that states no fact beyond the goal's ("1.3.0 is not in the changelog") passes.
+    answer that states no fact beyond the goal's ("1.3.0 is not in the changelog") passes. A bare
+    whole number counts as held only on a line beside a word the goal puts around it (``_seen``):
+    "What changed in version 3?" over a protocol at v2.1 was answered with v2.1's changes, while
+    "3" stood in "3 mm deep".
     """
     asked = list(dict.fromkeys(m.group(0).rstrip(".,") for m in _VALUE.finditer(goal)))
     if not asked:
         return [], []
     outputs = "\n".join(r.output for r in results if r.success and any(n.id == r.step_id and (n.tool or n.tools)
                                                                       for n in nodes))
-    unseen = [v for v in asked if not _contains(outputs, v)]
+    unseen = [v for v in asked if not _seen(v, goal, outputs, common)]
     answer = _final_answer(decision, results)
     if not unseen or answer is None:
         return [], []
@@ -366,6 +370,26 @@ def off_subject(
     # an answer that says the value is not there names it; one about something else does not
     unnamed = [v for v in unseen if not _contains(answer, v)]
     return (unseen, added or [f"no mention of {v}" for v in unnamed]) if added or unnamed else ([], [])
+
+
+_AROUND = 2  # words either side of a bare number in the goal that say what it counts
+
+
+def _seen(value: str, goal: str, outputs: str, common: Collection[str] | None) -> bool:
+    """Whether the tool outputs hold ``value`` as the goal means it. A version, an address or a long
+    number is itself; a bare whole number ("version 3") is found on an output line only beside one
+    of the words around it in the goal ("version"; not words most of the workspace's files hold,
+    nor short ones when that is unknown): "3 mm" and "step 3" are not version 3."""
+    if not value.isdigit():
+        return _contains(outputs, value)
+    words = [w.casefold() for w in _TOKEN.findall(goal)]
+    at = [i for i, w in enumerate(words) if w == value]
+    around = {w for i in at for w in words[max(0, i - _AROUND):i + _AROUND + 1]
+              if w != value and not w.isdigit() and (len(w) >= 4 if common is None else len(w) > 2 and w not in common)}
+    if not around:
+        return _contains(outputs, value)
+    return any(_contains(line, value) and around & {w.casefold() for w in _TOKEN.findall(line)}
+               for line in outputs.splitlines())
 
 
 def _final_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> str | None:
