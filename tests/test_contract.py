@@ -209,7 +209,7 @@ def test_a_search_that_reports_every_line_it_found_has_counted_them(tmp_path: Pa
     assert "s1 counted 2 (lines of amarres.csv holding 'crucero')" in unmet(count, decision, [n1, n2], [r1, r2], caps, None)[0]
     # a search cut short, one that found only the nearest lines, or one over a folder counted nothing
     n2, r2 = _ran(answer, "Hay 2 amarres.")
-    for cut in ({"complete": False}, {"exact": False}, {"path": "."}):
+    for cut in ({"complete": False}, {"exact": False}, {"path": "."}, {"lines": lines[:1]}):
         partial = r1.model_copy(update={"outcome": {**outcome, **cut}})
         assert "no counting tool counted" in unmet(count, decision, [n1, n2], [partial, r2], caps, None)[0]
 

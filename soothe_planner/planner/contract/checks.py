@@ -79,8 +79,10 @@ def counts_found(
     ``complete``, every line from the file it searched): the rows it lists are what a count of
     "cruiser berths in berths_seed.csv" counts. A search over a folder is no count: its lines are
     not the files, or the entries, a count over a folder asks for ("how many Go files?" is not the
-    number of lines holding ".go"). The assessment and the second reading are shown what each one
-    counted, as for any count."""
+    number of lines holding ".go"), nor is one line found (a search for a setting's name finds
+    its one line: "port = 8443" counted 1, and a run asked for the port ended done on an answer
+    that listed the port and that 1). The assessment and the second reading are shown what each
+    one counted, as for any count."""
     tools = {n.id: n.tool for n in nodes}
     out = []
     for r in results:
@@ -91,7 +93,7 @@ def counts_found(
             continue
         lines = found_lines(r)
         where = path_key(r.outcome.get("path"))
-        if lines and r.outcome.get("complete") is True and _all_in(lines, where):
+        if len(lines or []) >= 2 and r.outcome.get("complete") is True and _all_in(lines, where):
             out.append((r.step_id, len(lines), f"lines of {where} holding {r.outcome.get('pattern')!r}"))
     return out
 
