@@ -8,7 +8,14 @@ from typing import Any
 from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph import build_strange_loop, goal_input, offered_context, run_config
-from soothe_planner.models import AgentDecision, LoopState, PlanContext, PlannerSettings, StepAction
+from soothe_planner.models import (
+    AgentDecision,
+    LoopState,
+    PlanContext,
+    PlannerSettings,
+    StepAction,
+    StepResult,
+)
 from soothe_planner.planner import LLMPlanner
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools
@@ -77,3 +84,18 @@ async def run_compact(model: ScriptedChatModel, tools: StepExecutor, ctx: PlanCo
     graph = build_strange_loop(LLMPlanner(model, settings=COMPACT), executor, context=ctx,
                                **{"synthesize": False, "intake": False, **loop})
     return await graph.ainvoke(goal_input(goal, thread_id=thread_id), run_config(thread_id))
+
+
+def act(sid: str, *deps: str) -> StepAction:
+    """A model step ``sid`` waiting for ``deps``."""
+    return StepAction(id=sid, description=f"do {sid}", depends_on=list(deps))
+
+
+def ok(sid: str, attempt: int = 1) -> StepResult:
+    """``sid`` succeeded (its ``attempt``-th try)."""
+    return StepResult(step_id=sid, success=True, output=f"{sid} done", attempt=attempt)
+
+
+def bad(sid: str, attempt: int = 1) -> StepResult:
+    """``sid`` failed with a tool error (its ``attempt``-th try)."""
+    return StepResult(step_id=sid, success=False, error="boom", error_type="tool_error", attempt=attempt)

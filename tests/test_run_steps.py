@@ -7,26 +7,16 @@ import ast
 from pathlib import Path
 
 import pytest
-from planner_support import CTX, assess, plan, planner, state, step
+from planner_support import CTX, act, assess, bad, ok, plan, planner, state, step
 
 from soothe_planner.dag import PlanManager
-from soothe_planner.models import AgentDecision, LoopState, StepAction, StepResult
+from soothe_planner.models import AgentDecision, LoopState
 from soothe_planner.planner import RunSteps
 from soothe_planner.planner import llm_planner as llm_planner_module
 
 PLANNER = Path(__file__).resolve().parent.parent / "soothe_planner" / "planner"
 
 
-def act(sid: str, *deps: str) -> StepAction:
-    return StepAction(id=sid, description=f"do {sid}", depends_on=list(deps))
-
-
-def ok(sid: str, attempt: int = 1) -> StepResult:
-    return StepResult(step_id=sid, success=True, output=f"{sid} done", attempt=attempt)
-
-
-def bad(sid: str, attempt: int = 1) -> StepResult:
-    return StepResult(step_id=sid, success=False, error="boom", error_type="tool_error", attempt=attempt)
 
 
 def test_with_a_manager_the_steps_and_results_are_the_managers() -> None:

@@ -7,23 +7,12 @@ from __future__ import annotations
 import warnings
 
 import pytest
+from planner_support import act, bad, ok
 
 from soothe_planner.dag import PlanManager, latest_results
-from soothe_planner.models import AgentDecision, Plan, PlanStep, StepAction, StepResult
+from soothe_planner.models import AgentDecision, Plan, PlanStep, StepResult
 from soothe_planner.planner import latest_results as planner_latest_results
 from soothe_planner.planner.prompts import phases
-
-
-def act(sid: str, *deps: str) -> StepAction:
-    return StepAction(id=sid, description=f"do {sid}", depends_on=list(deps))
-
-
-def ok(sid: str, attempt: int = 1) -> StepResult:
-    return StepResult(step_id=sid, success=True, output=f"{sid} done", attempt=attempt)
-
-
-def bad(sid: str, attempt: int = 1) -> StepResult:
-    return StepResult(step_id=sid, success=False, error="boom", error_type="tool_error", attempt=attempt)
 
 
 def record(pm: PlanManager, *results: StepResult) -> None:
