@@ -93,7 +93,7 @@ def counts_found(
             continue
         lines = found_lines(r)
         where = path_key(r.outcome.get("path"))
-        if len(lines or []) >= 2 and r.outcome.get("complete") is True and _all_in(lines, where):
+        if lines is not None and len(lines) >= 2 and r.outcome.get("complete") is True and _all_in(lines, where):
             out.append((r.step_id, len(lines), f"lines of {where} holding {r.outcome.get('pattern')!r}"))
     return out
 
