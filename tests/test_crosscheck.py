@@ -230,6 +230,13 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     # read_file needs its path: nothing to widen
     read = PlanStep(id="s1", description="read", tool="read_file", args={"path": "nope.md"}, status="failed", result=failed)
     assert prescribed_widening(Deliverable(kind="answer"), [read], [failed], caps, lambda g: [], _refused()) is None
+    # the planner writes no file the run looked for as a source and did not find ("Resume CAMBIOS.md", missing)
+    missing = StepResult(step_id="s2", success=False, error="'CAMBIOS.md' does not exist in the workspace")
+    sought = PlanStep(id="s2", description="read", tool="read_file", args={"path": "CAMBIOS.md"}, status="failed",
+                      result=missing)
+    cambios = Deliverable(kind="file", files=["CAMBIOS.md"])
+    assert prescribed_widening(cambios, [search, sought], [failed, missing], caps, lambda g: [], _refused()) is None
+    assert prescribed_widening(cambios, [search], [failed], caps, lambda g: [], _refused()) is not None
 
 
 def test_a_count_reading_sees_no_counting_tool_and_may_copy_a_number_the_outputs_state(tmp_path: Path) -> None:

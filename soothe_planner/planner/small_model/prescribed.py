@@ -57,6 +57,28 @@ def _refused(exc: PlanGenerationError) -> bool:
     return not any(a.error_type == "transport" for a in exc.attempts)
 
 
+def _sought(
+    deliverable: Deliverable | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+) -> list[str]:
+    """The deliverable's files that a read-only call of the run looked in as a source and failed on
+    (the file is not there). The planner writes no such file on its own: "Summarise the changes in
+    CHANGELOG.md", the file missing, was declared a file to write, the model's plans that read it
+    were refused, and the prescribed answer-and-write would have made a CHANGELOG.md nobody asked for.
+    A model's own plan may still write it (it may be asked to create what it first looked for)."""
+    if deliverable is None or deliverable.kind != "file":
+        return []
+    failed = {r.step_id for r in results if not r.success}
+    out = []
+    for n in nodes:
+        cap = (capabilities or {}).get(n.tool or "")
+        if n.id in failed and cap is not None and cap.read_only and not cap.writes_path_arg:
+            where = path_key((n.args or {}).get("path"))
+            if where in deliverable.files and where not in out:
+                out.append(where)
+    return out
+
+
 def _prescribed(
     exc: PlanGenerationError, steps: list[StepAction], next_action: str, validate: Callable[[Generated], list[str]],
     what: str,
@@ -80,7 +102,7 @@ def prescribed_write(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """The write the delivery check prescribes, as a one-step plan, or None (see the module docstring)."""
-    if not _refused(exc):
+    if not _refused(exc) or _sought(deliverable, nodes, results, capabilities):
         return None
     dropped = dropped_lines(deliverable, nodes, results, capabilities)
     if dropped is None:
@@ -100,7 +122,8 @@ def prescribed_reading(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """Read the files the searches found, then answer (and write), as a plan; or None (see the module docstring)."""
-    if deliverable is None or deliverable.kind == "count" or not _refused(exc):
+    if deliverable is None or deliverable.kind == "count" or not _refused(exc) \
+            or _sought(deliverable, nodes, results, capabilities):
         return None
     reader = reader_of(capabilities)
     if reader is None:
@@ -166,7 +189,7 @@ def prescribed_widening(
     exc: PlanGenerationError,
 ) -> Generated | None:
     """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None."""
-    if deliverable is None or not _refused(exc):
+    if deliverable is None or not _refused(exc) or _sought(deliverable, nodes, results, capabilities):
         return None
     # a call that failed, or a search that found nothing where it looked: either may find it elsewhere
     missed = {r.step_id for r in results
