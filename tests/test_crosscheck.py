@@ -305,6 +305,38 @@ def test_a_list_is_never_done_on_its_facts_alone(tmp_path: Path) -> None:
     assert a.status != "done", why
 
 
+def test_a_file_from_a_search_of_one_place_is_not_promoted_on_its_facts(tmp_path: Path) -> None:
+    from soothe_planner.models import PlanStep, StatusAssessment
+    from soothe_planner.planner.guard import guard_assessment
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    out = "src/notas.py:11: # TODO: rechazar notas vacías\nsrc/notas.py:16: # TODO: búsqueda sin mayúsculas"
+    text = out
+    (tmp_path / "INFORME.md").write_text(text)
+    keep_going = StatusAssessment(status="continue", goal_progress=0.5, confidence=0.5, summary="")
+    goal = "Haz INFORME.md con las líneas TODO"
+    informe = Deliverable(kind="file", files=["INFORME.md"])
+
+    def judged(where: str) -> str:
+        search = StepResult(step_id="s1", success=True, output=out,
+                            outcome={"lines": out.splitlines(), "pattern": "TODO", "path": where, "exact": True})
+        answer = StepResult(step_id="s2", success=True, output=text)
+        write = StepResult(step_id="s3", success=True, output=f"wrote {len(text)} bytes to INFORME.md:\n{text}",
+                           outcome={"path": "INFORME.md", "bytes": len(text)})
+        steps = [StepAction(id="s1", description="search", tool="search_text", args={"pattern": "TODO", "path": where}),
+                 StepAction(id="s2", description="lista", depends_on=["s1"]),
+                 StepAction(id="s3", description="write", tool="write_file",
+                            args={"path": "INFORME.md", "content": "{{s2.output}}"}, depends_on=["s2"])]
+        nodes = [PlanStep(**st.model_dump(), status="completed", result=r)
+                 for st, r in zip(steps, [search, answer, write], strict=True)]
+        a, _ = guard_assessment(goal, keep_going, informe, AgentDecision(steps=steps), nodes, [search, answer, write],
+                                caps, str(tmp_path), plan_finished=True, small_model=True, grounded=True)
+        return a.status
+
+    assert judged("src/notas.py") == "continue"  # one module searched: the list may be short
+    assert judged(".") == "done"  # the whole workspace searched: its facts vouch for it
+
+
 def test_an_answer_from_search_lines_waits_for_the_files_they_were_found_in(tmp_path: Path) -> None:
     from soothe_planner.models import PlanStep
     from soothe_planner.planner.small_model.reading import unread_hits

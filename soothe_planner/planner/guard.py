@@ -13,7 +13,9 @@ One place where an assessment meets the checks, so the planner core reads as a g
   deliverable is delivered and whose answer every tool output vouches for becomes ``done``. A count
   is never promoted (what a tool counted may not be what the goal asks, and only the assessing model,
   shown what was counted, can say so), nor is a file for carrying every line found (a model's
-  "every match" and its choice of search were seen wrong together).
+  "every match" and its choice of search were seen wrong together), nor a file that carries lines
+  found while the searches looked only in places the goal does not name ("Produce REPORT.md listing
+  the TODO lines" searched one module, wrote two of three, and was promoted on its answer's facts).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import final_outputs, lines_left_out, read_back, unmet
+from soothe_planner.planner.contract import final_outputs, lines_left_out, narrow_searches, read_back, unmet
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
     gave_no_answer,
@@ -96,6 +98,8 @@ def guard_assessment(
     why = _every_line_written(goal, deliverable, nodes, results, workspace)
     if not why and deliverable.every_match:
         return a, ""  # a list's facts may each be found and the list still short: only every line written vouches
+    if not why and _list_from_one_place(goal, deliverable, nodes, results, workspace):
+        return a, ""  # a list of lines found in one place may be cut short: the model's "continue" stands
     if not why:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if not step_id:
@@ -150,6 +154,20 @@ def _answer_reasons(
         reasons.append(f"the goal asks for {gap[0]} things ({'; '.join(deliverable.parts)}), and the answer states "
                        f"{gap[1]} fact{'' if gap[1] == 1 else 's'} of the evidence: give each one")
     return reasons
+
+
+def _list_from_one_place(
+    goal: str, deliverable: Deliverable, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
+    workspace: str | None,
+) -> bool:
+    """Whether a file deliverable carries two or more lines the searches found while the searches
+    looked only in places the goal does not name: a list that may be cut short, however right each
+    line ("Produce REPORT.md listing the TODO lines" searched one module and wrote two of three)."""
+    if deliverable.kind != "file" or workspace is None or not narrow_searches(goal, results):
+        return False
+    text = "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
+    found, missing, _ = lines_left_out(text, nodes, results)
+    return found - len(missing) >= 2
 
 
 def _every_line_written(

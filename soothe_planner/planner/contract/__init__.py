@@ -12,6 +12,7 @@ from soothe_planner.planner.contract.checks import (
     final_outputs,
     fold,
     lines_left_out,
+    narrow_searches,
     unmet,
 )
 from soothe_planner.planner.contract.declare import mentions, needs_declaration, to_deliverable
@@ -51,6 +52,7 @@ __all__ = [
     "is_model_step",
     "lines_left_out",
     "mentions",
+    "narrow_searches",
     "needs_declaration",
     "order_writes",
     "owed_files",

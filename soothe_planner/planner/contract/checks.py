@@ -39,7 +39,8 @@ from soothe_planner.planner.contract.evidence import (
     writes_of,
 )
 
-__all__ = ["answer_text", "count_problems", "counts_found", "final_outputs", "fold", "lines_left_out", "unmet"]
+__all__ = ["answer_text", "count_problems", "counts_found", "final_outputs", "fold", "lines_left_out", "narrow_searches",
+           "unmet"]
 
 Step = PlanStep | StepAction
 _NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
@@ -239,7 +240,7 @@ def unmet(
         if fold(h) not in fold(whole):
             problems.append(f"the delivered text does not hold {h!r}, which the goal's deliverable requires")
     if deliverable.every_match:
-        narrow = _narrow_searches(goal, results)
+        narrow = narrow_searches(goal, results)
         if narrow:
             problems.append(f"the deliverable must carry every matching line, and the searches looked only in "
                             f"{', '.join(repr(p) for p in narrow)}: search '.' (the whole workspace) or the path "
@@ -261,7 +262,7 @@ def _content_of(step: Step, completed: Mapping[str, StepResult], capabilities: M
     return delivered_text(other, completed)
 
 
-def _narrow_searches(goal: str, results: Sequence[StepResult]) -> list[str]:
+def narrow_searches(goal: str, results: Sequence[StepResult]) -> list[str]:
     """The paths searched, when no search that found lines covered the whole workspace or a path
     ``goal`` writes out ([] when one did, or no search reported its lines)."""
     paths = [str(r.outcome.get("path") or ".").strip().strip("/") or "." for r in results
