@@ -121,6 +121,8 @@ def test_words_most_of_the_workspace_holds_support_nothing(tmp_path: Path) -> No
     # with too few files to tell, long words count and short ones do not
     assert common_words(str(tmp_path / "nowhere")) is None
     assert _check(goal, "4410", _read("s1", "build.log", line)) == ([], [])
+    assert _check("Which run was the P4 run?", "4410", _read("s1", "b.log", "P4 run 4410")) == ([], [])  # a name
+    assert _check("Which run was it?", "4410", _read("s1", "b.log", "the run 4410"))[0] == ["4410"]  # "run" is short
 
 
 def test_a_count_or_an_answer_with_no_fact_found_is_left_to_the_other_checks() -> None:

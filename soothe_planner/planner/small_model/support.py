@@ -46,7 +46,7 @@ _MIN_FILES = 6  # fewer files than this tell nothing about which words are commo
 _MAX_FILES = 400
 _MAX_BYTES = 100_000  # of one file
 _MAX_TOTAL_BYTES = 4_000_000
-_SHORT = 3  # without a workspace to learn common words from, shorter words are taken as common
+_SHORT = 4  # without a workspace to learn common words from, shorter words are taken as common
 
 
 def _words(text: str) -> set[str]:
@@ -135,7 +135,8 @@ def _asked(goal: str, deliverable: Deliverable, common: set[str] | None, given: 
     for name in deliverable.files:
         text = re.sub(re.escape(name), " ", text, flags=re.IGNORECASE)
     if common is None:
-        return {w for w in _words(text) if _informative(w) and (len(w) >= _SHORT or w in given)}
+        return {w for w in _words(text)
+                if _informative(w) and (len(w) >= _SHORT or any(ch.isdigit() for ch in w) or w in given)}
     return {w for w in _words(text) if _informative(w) and (w not in common or w in given)}
 
 
