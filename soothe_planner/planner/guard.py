@@ -31,7 +31,8 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import final_outputs, lines_left_out, narrow_searches, read_back, unmet
+from soothe_planner.planner.contract import lines_left_out, narrow_searches, read_back, unmet
+from soothe_planner.planner.small_model.crosscheck import delivered
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
     gave_no_answer,
@@ -79,8 +80,8 @@ def guard_assessment(
             reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded,
                                        common=common_words(workspace))
             if grounded and not reasons:
-                facts, lines = unsupported_facts(goal, deliverable, _delivered(deliverable, decision, results, workspace),
-                                                 nodes, results, capabilities, workspace)
+                given = delivered(deliverable, decision, results, workspace) if deliverable is not None else ""
+                facts, lines = unsupported_facts(goal, deliverable, given, nodes, results, capabilities, workspace)
                 if facts:
                     reasons.append(
                         f"{', '.join(repr(f) for f in facts[:3])} (what was delivered) comes from lines that share no word with "
@@ -108,15 +109,6 @@ def guard_assessment(
                "each from a tool output")
     update = {"status": "done", "goal_progress": 1.0, "summary": guard_note(why, a.summary)}
     return a.model_copy(update=update), f"'continue' turned into 'done': {why}"
-
-
-def _delivered(
-    deliverable: Deliverable | None, decision: AgentDecision | None, results: Sequence[StepResult], workspace: str | None,
-) -> str:
-    """What the run hands back: the deliverable's files as they are on disk, else its answer steps' text."""
-    if deliverable is not None and deliverable.kind == "file":
-        return "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
-    return "\n".join(final_outputs(decision, results, model_steps_only=True))
 
 
 def _answer_reasons(
