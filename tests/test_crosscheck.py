@@ -237,6 +237,12 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     cambios = Deliverable(kind="file", files=["CAMBIOS.md"])
     assert prescribed_widening(cambios, [search, sought], [failed, missing], caps, lambda g: [], _refused()) is None
     assert prescribed_widening(cambios, [search], [failed], caps, lambda g: [], _refused()) is not None
+    # or a step that failed for data it lacked, naming the file
+    lacked = StepResult(step_id="s2", success=False, error="step 's2': MISSING: CAMBIOS.md", error_type="missing_data")
+    said = PlanStep(id="s2", description="resume CAMBIOS.md", status="failed", result=lacked)
+    assert prescribed_widening(cambios, [search, said], [failed, lacked], caps, lambda g: [], _refused()) is None
+    other = lacked.model_copy(update={"error": "step 's2': MISSING: OTROS-CAMBIOS.md.bak"})
+    assert prescribed_widening(cambios, [search, said], [failed, other], caps, lambda g: [], _refused()) is not None
 
 
 def test_a_count_reading_sees_no_counting_tool_and_may_copy_a_number_the_outputs_state(tmp_path: Path) -> None:

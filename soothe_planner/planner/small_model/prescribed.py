@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
 
 from soothe_planner.dag import free_step_id
@@ -61,22 +62,35 @@ def _sought(
     deliverable: Deliverable | None, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
     capabilities: Mapping[str, Capability] | None,
 ) -> list[str]:
-    """The deliverable's files that a read-only call of the run looked in as a source and failed on
-    (the file is not there). The planner writes no such file on its own: "Summarise the changes in
-    CHANGELOG.md", the file missing, was declared a file to write, the model's plans that read it
-    were refused, and the prescribed answer-and-write would have made a CHANGELOG.md nobody asked for.
-    A model's own plan may still write it (it may be asked to create what it first looked for)."""
+    """The deliverable's files that the run looked for as a source and did not find: a read-only
+    call with that path failed, or a model step failed for data it lacked (``missing_data``) naming
+    the file. The planner writes no such file on its own: "Summarise the changes in CHANGELOG.md",
+    the file missing, was declared a file to write; its answer step failed naming CHANGELOG.md as
+    what it lacked, the model's plans were refused, and the prescribed widening's answer-and-write
+    made a CHANGELOG.md nobody asked for. A model's own plan may still write it (it may be asked to
+    create what it first looked for)."""
     if deliverable is None or deliverable.kind != "file":
         return []
-    failed = {r.step_id for r in results if not r.success}
+    failed = {r.step_id: r for r in results if not r.success}
     out = []
     for n in nodes:
+        r = failed.get(n.id)
+        if r is None:
+            continue
         cap = (capabilities or {}).get(n.tool or "")
-        if n.id in failed and cap is not None and cap.read_only and not cap.writes_path_arg:
-            where = path_key((n.args or {}).get("path"))
-            if where in deliverable.files and where not in out:
-                out.append(where)
+        if cap is not None and cap.read_only and not cap.writes_path_arg:
+            looked = [path_key((n.args or {}).get("path"))]
+        elif r.error_type == "missing_data":
+            looked = [f for f in deliverable.files if _names(r.error or "", f)]
+        else:
+            looked = []
+        out += [f for f in looked if f in deliverable.files and f not in out]
     return out
+
+
+def _names(text: str, path: str) -> bool:
+    """Whether ``text`` writes the workspace path ``path`` out whole (not inside a longer name)."""
+    return re.search(rf"(?<![\w./-]){re.escape(path)}(?![\w/-])", text) is not None
 
 
 def _prescribed(
