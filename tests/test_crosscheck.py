@@ -311,7 +311,7 @@ def test_a_list_is_never_done_on_its_facts_alone(tmp_path: Path) -> None:
     assert a.status != "done", why
 
 
-def test_a_file_from_a_search_of_one_place_is_not_promoted_on_its_facts(tmp_path: Path) -> None:
+def test_a_file_of_lines_from_a_search_of_one_place_is_not_done(tmp_path: Path) -> None:
     from soothe_planner.models import PlanStep, StatusAssessment
     from soothe_planner.planner.guard import guard_assessment
 
@@ -323,7 +323,7 @@ def test_a_file_from_a_search_of_one_place_is_not_promoted_on_its_facts(tmp_path
     goal = "Haz INFORME.md con las líneas TODO"
     informe = Deliverable(kind="file", files=["INFORME.md"])
 
-    def judged(where: str) -> str:
+    def judged(where: str, status: str = "continue") -> str:
         search = StepResult(step_id="s1", success=True, output=out,
                             outcome={"lines": out.splitlines(), "pattern": "TODO", "path": where, "exact": True})
         answer = StepResult(step_id="s2", success=True, output=text)
@@ -335,12 +335,15 @@ def test_a_file_from_a_search_of_one_place_is_not_promoted_on_its_facts(tmp_path
                             args={"path": "INFORME.md", "content": "{{s2.output}}"}, depends_on=["s2"])]
         nodes = [PlanStep(**st.model_dump(), status="completed", result=r)
                  for st, r in zip(steps, [search, answer, write], strict=True)]
-        a, _ = guard_assessment(goal, keep_going, informe, AgentDecision(steps=steps), nodes, [search, answer, write],
+        said = keep_going.model_copy(update={"status": status})
+        a, _ = guard_assessment(goal, said, informe, AgentDecision(steps=steps), nodes, [search, answer, write],
                                 caps, str(tmp_path), plan_finished=True, small_model=True, grounded=True)
         return a.status
 
     assert judged("src/notas.py") == "continue"  # one module searched: the list may be short
     assert judged(".") == "done"  # the whole workspace searched: its facts vouch for it
+    assert judged("src/notas.py", "done") == "replan"  # the model's own "done" is held to it too
+    assert judged(".", "done") == "done"
 
 
 def test_an_answer_from_search_lines_waits_for_the_files_they_were_found_in(tmp_path: Path) -> None:

@@ -8,14 +8,14 @@ One place where an assessment meets the checks, so the planner core reads as a g
 - With the small-model rules (``small_model/``): a ``done`` over a fact no tool returned
   (``require_grounded_answer``), over an answer about something else than a value the goal names,
   over a file the goal names that no step looked in, over tool outputs with no answer step, over
-  an echo of the goal's words, or over facts read only from lines that share no word with the
-  request (``small_model/support.py``), becomes ``replan`` too; and a ``continue`` over a finished plan whose
+  an echo of the goal's words, over facts read only from lines that share no word with the
+  request (``small_model/support.py``), or over a file that carries lines found only in places the
+  goal does not name (a list that may be cut short: "Produce REPORT.md listing the TODO lines"
+  searched one module and wrote two of three), becomes ``replan`` too; and a ``continue`` over a finished plan whose
   deliverable is delivered and whose answer every tool output vouches for becomes ``done``. A count
   is never promoted (what a tool counted may not be what the goal asks, and only the assessing model,
   shown what was counted, can say so), nor is a file for carrying every line found (a model's
-  "every match" and its choice of search were seen wrong together), nor a file that carries lines
-  found while the searches looked only in places the goal does not name ("Produce REPORT.md listing
-  the TODO lines" searched one module, wrote two of three, and was promoted on its answer's facts).
+  "every match" and its choice of search were seen wrong together).
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ def guard_assessment(
         if hits:
             reasons.append(f"the answer rests on search lines, and no step read {', '.join(hits)}, where they were "
                            "found: read the file, then answer from it")
+        if deliverable is not None and _list_from_one_place(goal, deliverable, nodes, results, workspace):
+            reasons.append(f"{', '.join(deliverable.files)} carries lines found only in "
+                           f"{', '.join(repr(p) for p in narrow_searches(goal, results))}, a place the goal does not "
+                           "name: the list may be cut short; search '.' (the whole workspace) or the path the goal names")
         # the answer's checks hold for a "done" and for a "continue" read as one alike
         if a.status in ("done", "continue"):
             reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded,
@@ -99,8 +103,6 @@ def guard_assessment(
     why = _every_line_written(goal, deliverable, nodes, results, workspace)
     if not why and deliverable.every_match:
         return a, ""  # a list's facts may each be found and the list still short: only every line written vouches
-    if not why and _list_from_one_place(goal, deliverable, nodes, results, workspace):
-        return a, ""  # a list of lines found in one place may be cut short: the model's "continue" stands
     if not why:
         step_id, facts = grounded_answer(goal, decision, nodes, results)
         if not step_id:
