@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
 
 from soothe_planner.dag import free_step_id
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import path_key
+from soothe_planner.planner.contract import mentions, path_key
 from soothe_planner.planner.generation import Generated
 from soothe_planner.planner.small_model.grounding import dropped_lines
 from soothe_planner.planner.small_model.reading import READ_AT_MOST, reader_of, searched
@@ -81,16 +80,12 @@ def _sought(
         if cap is not None and cap.read_only and not cap.writes_path_arg:
             looked = [path_key((n.args or {}).get("path"))]
         elif r.error_type == "missing_data":
-            looked = [f for f in deliverable.files if _names(r.error or "", f)]
+            looked = [f for f in deliverable.files if mentions(r.error or "", f)]
         else:
             looked = []
         out += [f for f in looked if f in deliverable.files and f not in out]
     return out
 
-
-def _names(text: str, path: str) -> bool:
-    """Whether ``text`` writes the workspace path ``path`` out whole (not inside a longer name)."""
-    return re.search(rf"(?<![\w./-]){re.escape(path)}(?![\w/-])", text) is not None
 
 
 def _prescribed(
