@@ -33,7 +33,8 @@ def _read(step_id: str, path: str, text: str) -> tuple[StepAction, StepResult]:
 
 def _check(goal: str, delivered: str, *read: tuple[StepAction, StepResult], deliverable: Deliverable = ANSWER,
            workspace: str | None = None, caps: dict[str, Capability] | None = None) -> tuple[list[str], list[str]]:
-    return unsupported_facts(goal, deliverable, delivered, [s for s, _ in read], [r for _, r in read], caps, workspace)
+    return unsupported_facts(goal, deliverable, delivered, [s for s, _ in read], [r for _, r in read], caps,
+                             common_words(workspace))
 
 
 def test_a_name_read_from_a_table_about_something_else_is_not_supported() -> None:

@@ -20,7 +20,7 @@ One place where an assessment meets the checks, so the planner core reads as a g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import (
@@ -75,17 +75,17 @@ def guard_assessment(
         if hits:
             reasons.append(f"the answer rests on search lines, and no step read {', '.join(hits)}, where they were "
                            "found: read the file, then answer from it")
-        if deliverable is not None and _list_from_one_place(goal, deliverable, nodes, results, workspace):
+        given = delivered(deliverable, decision, results, workspace) if deliverable is not None else ""
+        common = common_words(workspace)
+        if deliverable is not None and _list_from_one_place(goal, deliverable, given, nodes, results, workspace):
             reasons.append(f"{', '.join(deliverable.files)} carries lines found only in "
                            f"{', '.join(repr(p) for p in narrow_searches(goal, results))}, a place the goal does not "
                            "name: the list may be cut short; search '.' (the whole workspace) or the path the goal names")
         # the answer's checks hold for a "done" and for a "continue" read as one alike
         if a.status in ("done", "continue"):
-            reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded,
-                                       common=common_words(workspace))
+            reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded, common=common)
             if grounded and not reasons:
-                given = delivered(deliverable, decision, results, workspace) if deliverable is not None else ""
-                facts, lines = unsupported_facts(goal, deliverable, given, nodes, results, capabilities, workspace)
+                facts, lines = unsupported_facts(goal, deliverable, given, nodes, results, capabilities, common)
                 if facts:
                     reasons.append(
                         f"{', '.join(repr(f) for f in facts[:3])} (what was delivered) comes from lines that share no word with "
@@ -116,7 +116,7 @@ def guard_assessment(
 def _answer_reasons(
     goal: str, deliverable: Deliverable | None, decision: AgentDecision | None,
     nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], *, grounded: bool,
-    common: set[str] | None = None,
+    common: Collection[str] | None = None,
 ) -> list[str]:
     """Why a small model's answer (or the text written for a file) does not end the goal ([] if nothing)."""
     kind = deliverable.kind if deliverable is not None else None
@@ -151,15 +151,15 @@ def _answer_reasons(
 
 
 def _list_from_one_place(
-    goal: str, deliverable: Deliverable, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult],
-    workspace: str | None,
+    goal: str, deliverable: Deliverable, text: str, nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult], workspace: str | None,
 ) -> bool:
-    """Whether a file deliverable carries two or more lines the searches found while the searches
-    looked only in places the goal does not name: a list that may be cut short, however right each
-    line ("Produce REPORT.md listing the TODO lines" searched one module and wrote two of three)."""
+    """Whether a file deliverable (``text``: its files as they are on disk) carries two or more lines
+    the searches found while the searches looked only in places the goal does not name: a list that
+    may be cut short, however right each line ("Produce REPORT.md listing the TODO lines" searched
+    one module and wrote two of three)."""
     if deliverable.kind != "file" or deliverable.every_match or workspace is None or not narrow_searches(goal, results):
         return False  # a file of every match is held to the searches' reach by the contract already (``unmet``)
-    text = "\n".join(read_back(workspace, f) or "" for f in deliverable.files)
     found, missing, _ = lines_left_out(text, nodes, results)
     return found - len(missing) >= 2
 

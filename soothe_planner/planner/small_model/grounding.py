@@ -64,6 +64,7 @@ __all__ = [
     "states_nothing_read",
     "ungrounded_facts",
     "unread_files",
+    "words",
 ]
 
 Step = PlanStep | StepAction
@@ -382,14 +383,13 @@ def _seen(value: str, goal: str, outputs: str, common: Collection[str] | None) -
     nor short ones when that is unknown): "3 mm" and "step 3" are not version 3."""
     if not value.isdigit():
         return _contains(outputs, value)
-    words = [w.casefold() for w in _TOKEN.findall(goal)]
-    at = [i for i, w in enumerate(words) if w == value]
-    around = {w for i in at for w in words[max(0, i - _AROUND):i + _AROUND + 1]
+    tokens = [w.casefold() for w in _TOKEN.findall(goal)]
+    at = [i for i, w in enumerate(tokens) if w == value]
+    around = {w for i in at for w in tokens[max(0, i - _AROUND):i + _AROUND + 1]
               if w != value and not w.isdigit() and (len(w) >= 4 if common is None else len(w) > 2 and w not in common)}
     if not around:
         return _contains(outputs, value)
-    return any(_contains(line, value) and around & {w.casefold() for w in _TOKEN.findall(line)}
-               for line in outputs.splitlines())
+    return any(_contains(line, value) and around & words(line) for line in outputs.splitlines())
 
 
 def _final_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> str | None:
@@ -401,6 +401,11 @@ def _final_answer(decision: AgentDecision | None, results: Sequence[StepResult])
 _TOKEN = re.compile(r"[^\W_]+")
 
 
+def words(text: str) -> set[str]:
+    """``text``'s words, case aside: runs of letters or digits in any script (``_`` splits them)."""
+    return {w.casefold() for w in _TOKEN.findall(text)}
+
+
 def echoed_goal(goal: str, decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
     """Whether the final answer is made only of the goal's own words, and is not a choice between
     the values the goal names ("which is longer, a.py or b.py?" answered "b.py" chooses).
@@ -410,8 +415,8 @@ def echoed_goal(goal: str, decision: AgentDecision | None, results: Sequence[Ste
     answer = _final_answer(decision, results)
     if not answer:
         return False
-    said = {t.casefold() for t in _TOKEN.findall(answer)}
-    asked = {t.casefold() for t in _TOKEN.findall(goal)}
+    said = words(answer)
+    asked = words(goal)
     if not said or not said <= asked:
         return False
     options = [f.casefold() for f in answer_facts(goal)]

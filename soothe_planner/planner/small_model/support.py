@@ -30,18 +30,17 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from functools import lru_cache
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import LINE_LABEL, is_model_step, path_key
-from soothe_planner.planner.small_model.grounding import answer_facts
+from soothe_planner.planner.small_model.grounding import answer_facts, words
 
 __all__ = ["common_words", "unsupported_facts"]
 
 Step = PlanStep | StepAction
-_WORD = re.compile(r"[^\W_]+")
 _MIN_FILES = 6  # fewer files than this tell nothing about which words are common
 _MAX_FILES = 400
 _MAX_BYTES = 100_000  # of one file
@@ -49,19 +48,14 @@ _MAX_TOTAL_BYTES = 4_000_000
 _SHORT = 4  # without a workspace to learn common words from, shorter words are taken as common
 
 
-def _words(text: str) -> set[str]:
-    return {w.casefold() for w in _WORD.findall(text)}
-
-
-def common_words(workspace: str | None) -> set[str] | None:
+def common_words(workspace: str | None) -> frozenset[str] | None:
     """The words more than half of the workspace's text files hold (None when it has too few files
     to tell, or there is none). Hidden folders are skipped; it reads at most ``_MAX_FILES`` files and
     ``_MAX_TOTAL_BYTES`` in all, in a stable order, and remembers the answer per workspace for the
     process: which words are common does not change with the few files a run writes."""
     if not workspace or not os.path.isdir(workspace):
         return None
-    found = _common_words(os.path.realpath(workspace))
-    return set(found) if found is not None else None
+    return _common_words(os.path.realpath(workspace))
 
 
 @lru_cache(maxsize=16)
@@ -83,7 +77,7 @@ def _common_words(workspace: str) -> frozenset[str] | None:
                 continue
             files += 1
             budget -= len(data)
-            held.update(_words(data.decode("utf-8", errors="replace")))
+            held.update(words(data.decode("utf-8", errors="replace")))
     if files < _MIN_FILES:
         return None
     return frozenset(w for w, n in held.items() if n * 2 > files)
@@ -106,26 +100,26 @@ def _context_lines(step: Step, result: StepResult) -> Iterator[tuple[str, str, s
         m = LINE_LABEL.match(raw)
         labelled = labelled or m is not None
         text = raw[m.end():] if m else raw
-        where = _words(m.group("path")) if m else _words(own_path)
+        where = words(m.group("path")) if m else words(own_path)
         if i == 0:
             first = text
             commas = text.count(",")
         stripped = text.strip()
         if stripped.startswith("|"):
             if not in_pipes:
-                header = _words(stripped)
+                header = words(stripped)
             in_pipes = True
         else:
             in_pipes = False
             header = set()
-        table = header if in_pipes else (_words(first) if commas > 0 and text.count(",") == commas and not m else set())
-        held |= _words(text)
+        table = header if in_pipes else (words(first) if commas > 0 and text.count(",") == commas and not m else set())
+        held |= words(text)
         yield raw, text, where | table
     if own_path and not labelled:
         yield own_path, "", held
 
 
-def _asked(goal: str, deliverable: Deliverable, common: set[str] | None, given: set[str]) -> set[str]:
+def _asked(goal: str, deliverable: Deliverable, common: Collection[str] | None, given: set[str]) -> set[str]:
     """The request's words that can say what a line is about: the goal's words, the paths of the
     files to write taken out (the file a run is to write is not its subject; "release-checklist.md"
     is found in no line about releases), without words most of the workspace's files hold unless
@@ -135,9 +129,9 @@ def _asked(goal: str, deliverable: Deliverable, common: set[str] | None, given: 
     for name in deliverable.files:
         text = re.sub(re.escape(name), " ", text, flags=re.IGNORECASE)
     if common is None:
-        return {w for w in _words(text)
+        return {w for w in words(text)
                 if _informative(w) and (len(w) >= _SHORT or any(ch.isdigit() for ch in w) or w in given)}
-    return {w for w in _words(text) if _informative(w) and (w not in common or w in given)}
+    return {w for w in words(text) if _informative(w) and (w not in common or w in given)}
 
 
 def _informative(word: str) -> bool:
@@ -149,12 +143,12 @@ def _informative(word: str) -> bool:
 
 def unsupported_facts(
     goal: str, deliverable: Deliverable | None, delivered: str, nodes: Sequence[Step], results: Sequence[StepResult],
-    capabilities: Mapping[str, Capability] | None, workspace: str | None,
+    capabilities: Mapping[str, Capability] | None, common: Collection[str] | None,
 ) -> tuple[list[str], list[str]]:
     """``(the delivered text's facts, lines they were found on)`` when the deliverable is an answer
     or a file, ``delivered`` (the answer, or the files as they are on disk) states facts that the
     run's tool outputs hold, and no line holding one shares a word with the request (see the module
-    docstring); ``([], [])`` otherwise."""
+    docstring); ``([], [])`` otherwise. ``common``: the workspace's ``common_words``."""
     if deliverable is None or deliverable.kind == "count" or not delivered.strip():
         return [], []
     goal_folded = goal.casefold()
@@ -171,17 +165,17 @@ def unsupported_facts(
         cap = (capabilities or {}).get(step.tool)
         if cap is not None and cap.writes_path_arg:
             continue  # a write echoes what was delivered
-        given |= _words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
+        given |= words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
         lines.extend(_context_lines(step, r))
-    asked = _asked(goal, deliverable, common_words(workspace), given)
+    asked = _asked(goal, deliverable, common, given)
     seen: list[str] = []
     for fact in facts:
         pattern = re.compile(rf"(?<![\w.]){re.escape(fact)}(?![\w])", re.IGNORECASE)
-        own = _words(fact)
+        own = words(fact)
         for raw, text, context in lines:
             if not pattern.search(raw):
                 continue
-            if ((_words(text) - own) | context) & asked:
+            if ((words(text) - own) | context) & asked:
                 return [], []
             seen.append(raw.strip())
     if not seen:
