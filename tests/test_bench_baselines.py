@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_goals_support import CONFIG, write_suite
 from langchain_core.messages import AIMessage
-from test_bench_goals import CONFIG, write_suite
 
 from bench import goals as goals_bench
 from bench.goals_baselines import AGENT_PROMPT, FAIL_RULE, failed_reason
