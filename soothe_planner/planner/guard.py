@@ -16,10 +16,13 @@ One place where an assessment meets the checks, so the planner core reads as a g
   is never promoted (what a tool counted may not be what the goal asks, and only the assessing model,
   shown what was counted, can say so), nor is a file for carrying every line found (a model's
   "every match" and its choice of search were seen wrong together).
+- With the small-model rules, a count no tool counted whose answer's numbers lines about the
+  request state is held to the checks of an answer that is a number (``assessed_deliverable``).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 
 from soothe_planner.deliverable import Deliverable
@@ -31,7 +34,7 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import lines_left_out, narrow_searches, read_back, unmet
+from soothe_planner.planner.contract import answer_text, lines_left_out, narrow_searches, read_back, unmet
 from soothe_planner.planner.small_model.crosscheck import delivered
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
@@ -46,9 +49,37 @@ from soothe_planner.planner.small_model.grounding import (
     wrong_kind,
 )
 from soothe_planner.planner.small_model.reading import unread_hits
-from soothe_planner.planner.small_model.support import common_words, unsupported_facts
+from soothe_planner.planner.small_model.support import common_words, stated_count, unsupported_facts
 
-__all__ = ["guard_assessment"]
+__all__ = ["assessed_deliverable", "guard_assessment"]
+
+logger = logging.getLogger(__name__)
+
+
+def assessed_deliverable(
+    goal: str,
+    deliverable: Deliverable | None,
+    decision: AgentDecision | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    workspace: str | None,
+    *,
+    small_model: bool,
+) -> Deliverable | None:
+    """The deliverable an assessment is held to: the declared one, except, with the small-model rules,
+    a count that no tool counted and whose answer's numbers lines about the request state, which is
+    held to the checks of an answer that is a number (``support.stated_count``: a total written down
+    is no count, and a small model declares one anyway)."""
+    if not small_model or deliverable is None or deliverable.kind != "count":
+        return deliverable
+    read = stated_count(goal, deliverable, answer_text(decision, results), nodes, results, capabilities,
+                        common_words(workspace))
+    if read is None:
+        return deliverable
+    logger.info("plan-assess: no tool counted, and every number the answer states is stated by a line about the "
+                "request: the count is held to the checks of an answer that is a number")
+    return read
 
 
 def guard_assessment(

@@ -77,7 +77,7 @@ from soothe_planner.planner.generation import (
     writable,
     writes_in_order,
 )
-from soothe_planner.planner.guard import guard_assessment
+from soothe_planner.planner.guard import assessed_deliverable, guard_assessment
 from soothe_planner.planner.plan_syntax import grammar_tools, plan_grammar, with_grammar
 from soothe_planner.planner.progress import direct_failures, has_plan, plan_progress, running_decision
 from soothe_planner.planner.prompts import phases
@@ -206,14 +206,17 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             a = a.model_copy(update={"goal_progress": 1.0 if a.status == "done" else plan_progress(run)})
         nodes, results = checked_steps(run)
         finished = run.manager is not None and not run.manager.has_unfinished()
-        a, why = guard_assessment(goal, a, deliverable_of(state, run.manager), run.decision, nodes, results,
-                                  by_name(context.available_capabilities), context.workspace, plan_finished=finished,
-                                  small_model=self.small_model, grounded=self._grounding_required())
+        capabilities = by_name(context.available_capabilities)
+        deliverable = assessed_deliverable(goal, deliverable_of(state, run.manager), run.decision, nodes, results,
+                                           capabilities, context.workspace, small_model=self.small_model)
+        a, why = guard_assessment(goal, a, deliverable, run.decision, nodes, results, capabilities, context.workspace,
+                                  plan_finished=finished, small_model=self.small_model,
+                                  grounded=self._grounding_required())
         if why:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: %s", why)
         if a.status == "done" and self.small_model:
-            a = await self._cross_checked(goal, a, state, run, context, nodes, results, tally)
+            a = await self._cross_checked(goal, a, deliverable, state, run, context, nodes, results, tally)
         if a.status == "done" and fresh and self.settings.reject_done_at_iteration_zero:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: 'done' at iteration 0 with no evidence overridden to 'continue'")
@@ -221,12 +224,12 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         return a
 
     async def _cross_checked(
-        self, goal: str, a: StatusAssessment, state: LoopState, run: RunSteps, context: PlanContext,
-        nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], tally: Tally,
+        self, goal: str, a: StatusAssessment, deliverable: Deliverable | None, state: LoopState, run: RunSteps,
+        context: PlanContext, nodes: Sequence[PlanStep | StepAction], results: Sequence[StepResult], tally: Tally,
     ) -> StatusAssessment:
         """A small model's ``done`` after a blind second reading of the tool outputs
-        (``small_model/crosscheck.py``): ``replan`` when the reading disagrees with what was delivered."""
-        deliverable = deliverable_of(state, run.manager)
+        (``small_model/crosscheck.py``): ``replan`` when the reading disagrees with what was delivered
+        (``deliverable``: as the checks held the assessment to it, ``guard.assessed_deliverable``)."""
         evidence = evidence_of(nodes, results, by_name(context.available_capabilities), deliverable)
         if deliverable is None or not wants_crosscheck(deliverable, evidence):
             return a

@@ -35,16 +35,17 @@ from functools import lru_cache
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import LINE_LABEL, is_model_step, path_key
+from soothe_planner.planner.contract import LINE_LABEL, counts_found, is_model_step, path_key
 from soothe_planner.planner.small_model.grounding import answer_facts, words
 
-__all__ = ["common_words", "unsupported_facts"]
+__all__ = ["common_words", "stated_count", "unsupported_facts"]
 
 Step = PlanStep | StepAction
 _MIN_FILES = 6  # fewer files than this tell nothing about which words are common
 _MAX_FILES = 400
 _MAX_BYTES = 100_000  # of one file
 _MAX_TOTAL_BYTES = 4_000_000
+_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")  # a whole number, not a part of a decimal or a name
 _SHORT = 4  # without a workspace to learn common words from, shorter words are taken as common
 
 
@@ -141,6 +142,61 @@ def _informative(word: str) -> bool:
     return len(word) > 2 or (len(word) == 2 and any(ch.isdigit() for ch in word))
 
 
+def _tool_lines(
+    nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
+) -> tuple[list[tuple[str, str, set[str]]], set[str]]:
+    """``(every line of the run's tool outputs, as _context_lines gives it; the words the tools were given)``:
+    writes left out (they echo what was delivered), model steps too (their text is the planner's own)."""
+    by_id = {n.id: n for n in nodes}
+    lines: list[tuple[str, str, set[str]]] = []
+    given: set[str] = set()
+    for r in results:
+        step = by_id.get(r.step_id)
+        if step is None or not r.success or is_model_step(step) or not step.tool:
+            continue
+        cap = (capabilities or {}).get(step.tool)
+        if cap is not None and cap.writes_path_arg:
+            continue
+        given |= words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
+        lines.extend(_context_lines(step, r))
+    return lines, given
+
+
+def stated_count(
+    goal: str, deliverable: Deliverable | None, answer: str, nodes: Sequence[Step], results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None, common: Collection[str] | None,
+) -> Deliverable | None:
+    """The deliverable a count's answer is held to when the count was *read*, not counted: an answer
+    that is a number, with the count's parts (None when it does not apply).
+
+    It applies when no tool counted anything and every number the answer states (other than the
+    goal's own) stands on a tool-output line whose own text shares a word with the request (not its
+    file's path, not its table's header: the line must say what the number is). Such a number is
+    "a total written down", which the declaration's rules call no count, and which a small model
+    still declares one: asked "which port does config/server.toml configure?", the 1.5B declared a
+    count of "config/server.toml", read "port = 8443", answered 8443, and the count contract asked
+    for a counting tool on every later iteration. Held to an answer's checks instead, the reading
+    still has to pass every one of them (each part answered, each fact from a line about the
+    request, the blind second reading); a number that merely sits on a line about the request
+    ("Lena: order 3 trays" for "how many lines mention Lena?") has to get past the second reading,
+    which copies what the outputs state for each part and finds no such line for a number of lines."""
+    if deliverable is None or deliverable.kind != "count" or counts_found(nodes, results, capabilities):
+        return None
+    own = set(_NUMBER.findall(goal))
+    numbers = [n for n in dict.fromkeys(_NUMBER.findall(answer)) if n not in own]
+    if not numbers:
+        return None
+    lines, given = _tool_lines(nodes, results, capabilities)
+    asked = _asked(goal, deliverable, common, given)
+    for n in numbers:
+        at = re.compile(rf"(?<![\w.]){n}(?![\w]|[.,]\d)")
+        if not any(at.search(text) and (words(text) - {n}) & asked for _, text, _ in lines):
+            return None
+    parts = list(deliverable.parts) or ([deliverable.count_of] if deliverable.count_of else [])
+    return Deliverable(kind="answer", answer_is="number", parts=parts, holds=list(deliverable.holds),
+                       declared_by=deliverable.declared_by)
+
+
 def unsupported_facts(
     goal: str, deliverable: Deliverable | None, delivered: str, nodes: Sequence[Step], results: Sequence[StepResult],
     capabilities: Mapping[str, Capability] | None, common: Collection[str] | None,
@@ -155,18 +211,7 @@ def unsupported_facts(
     facts = [f for f in answer_facts(delivered) if f.casefold() not in goal_folded]
     if not facts:
         return [], []
-    by_id = {n.id: n for n in nodes}
-    lines: list[tuple[str, str, set[str]]] = []
-    given: set[str] = set()
-    for r in results:
-        step = by_id.get(r.step_id)
-        if step is None or not r.success or is_model_step(step) or not step.tool:
-            continue
-        cap = (capabilities or {}).get(step.tool)
-        if cap is not None and cap.writes_path_arg:
-            continue  # a write echoes what was delivered
-        given |= words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
-        lines.extend(_context_lines(step, r))
+    lines, given = _tool_lines(nodes, results, capabilities)
     asked = _asked(goal, deliverable, common, given)
     seen: list[str] = []
     for fact in facts:
