@@ -9,10 +9,14 @@ Markdown a section prints (one run as its tables, several as their spread, never
 
 from __future__ import annotations
 
+import json
 import statistics
+import sys
+from pathlib import Path
 from typing import Any
 
 from bench._common import table
+from bench.provenance import git_state
 
 OUTCOMES = ("success", "false_success", "failure")
 
@@ -91,7 +95,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
     ``{"runs", "incomplete_runs", "suites": {name: {"runs", "goals", <count>: spread, ...,
     "per_goal": {id: {"runs", "success", "false_success", "failure", "success_rate", "outcomes"}}}},
-    "total": {"runs", "goals", <count>: spread, ...}}``, counts being ``SPREAD_KEYS``.
+    "total": {"runs", "goals", <count>: spread, ...}}``, counts being ``SPREAD_KEYS``; with three
+    suites or more also ``"total_without": {suite: total of the others}``.
     """
     complete = [r for r in runs if r.get("complete")]
     names = list(dict.fromkeys(name for r in complete for name in r["suites"]))
@@ -109,10 +114,20 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
             g["success_rate"] = round(g["success"] / g["runs"], 3)
         counts = {k: spread([r["suites"][name]["totals"][k] for r in complete]) for k in SPREAD_KEYS}
         suites[name] = {"runs": len(complete), "goals": len(per_goal), **counts, "per_goal": per_goal}
+    out = {"runs": len(complete), "incomplete_runs": len(runs) - len(complete), "suites": suites,
+           "total": _total(complete, names, suites)}
+    if len(names) > 2:
+        # a suite set run together with one more (the package's own beside the shared ones): each total
+        # without one suite is a figure of its own, read from the same runs
+        out["total_without"] = {left: _total(complete, [n for n in names if n != left], suites) for left in names}
+    return out
+
+
+def _total(complete: list[dict[str, Any]], names: list[str], suites: dict[str, Any]) -> dict[str, Any]:
+    """The spread over ``complete`` runs of each count summed over the suites ``names``."""
     total = {k: spread([round(sum(r["suites"][n]["totals"][k] for n in names), 3) for r in complete])
              for k in SPREAD_KEYS}
-    return {"runs": len(complete), "incomplete_runs": len(runs) - len(complete), "suites": suites,
-            "total": {"runs": len(complete), "goals": sum(s["goals"] for s in suites.values()), **total}}
+    return {"runs": len(complete), "goals": sum(suites[n]["goals"] for n in names), **total}
 
 
 def _fmt(v: float, digits: int) -> str:
@@ -177,3 +192,31 @@ def close_section(section: dict[str, Any], single: bool) -> None:
         section["goals"] = entries[0]["goals"]
         if "totals" in entries[0]:
             section["totals"] = entries[0]["totals"]
+
+
+def resummarise(path: Path) -> dict[str, Any]:
+    """Write ``path``'s summary again from its own runs with this code's ``summarise`` (the runs, the
+    meta data and the provenance are left as they are; ``summary_rewritten`` names the commit that
+    rewrote it). A figure a later summary adds — a total without one suite — then comes from the
+    same recorded runs, not from a new run."""
+    data = json.loads(path.read_text())
+    if "runs" not in data:
+        raise ValueError(f"{path.name}: no 'runs' to summarise (a scripted file keeps them per actor)")
+    data["summary"] = summarise(data["runs"])
+    data["summary_rewritten"] = {"by_commit": git_state()["commit"], "from": "the file's own runs"}
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return data["summary"]
+
+
+def _cli(argv: list[str] | None = None) -> int:  # not `main`: this module is no benchmark of `python -m bench`
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2 or args[0] != "--resummarise":
+        print("usage: python -m bench.goals_report --resummarise RESULTS.json", file=sys.stderr)
+        return 2
+    summary = resummarise(Path(args[1]))
+    print(summary_markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_cli())
