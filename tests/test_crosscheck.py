@@ -61,6 +61,18 @@ def test_a_reading_that_says_nothing_checkable_confirms_nothing_and_refuses_noth
     assert disagreements(goal, d, _reading("hunter2-invented"), answer, _evidence(CONFIGS)) == []  # not in any output
 
 
+def test_a_reading_without_a_number_says_nothing_of_a_number_answer() -> None:
+    goal = "¿Cuántas líneas con TODO tiene src/notes.py?"
+    ev = _evidence("src/notes.py:11: # TODO: reject empty notes\nsrc/notes.py:16: # TODO: make the search case-insensitive",
+                   tool="search_text", args={"pattern": "TODO", "path": "src/notes.py"})
+    number = Deliverable(kind="answer", answer_is="number", parts=["líneas con TODO"])
+    assert disagreements(goal, number, _reading("# TODO: reject empty notes"), "2", ev) == []
+    # a number read still has to be the one the answer gives, and a text answer is still held to a line read
+    assert disagreements(goal, number, _reading("# TODO: reject empty notes (11)"), "2", ev)
+    text = Deliverable(kind="answer", answer_is="text", parts=["líneas con TODO"])
+    assert disagreements(goal, text, _reading("# TODO: reject empty notes"), "2", ev)
+
+
 def test_a_part_the_answer_leaves_out_is_not_confirmed_while_the_one_it_gives_is() -> None:
     goal = "Write the maintainer's name from README.md and the license name from LICENSE into META.txt."
     d = Deliverable(kind="file", files=["META.txt"], parts=["maintainer's name", "license name"])

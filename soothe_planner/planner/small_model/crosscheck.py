@@ -17,7 +17,10 @@ item counted, one per entry. Code then compares:
 - an answer or a file: a value agrees when most of its informative tokens (its tokens that are not
   words of the request; a token keeps its ``.``, ``-``, ``@`` and ``/`` joins, so a version or a path
   is one token) appear in the delivered text (the answer, or the deliverable's files as they are
-  on disk). A value with no informative token, or one the outputs do not hold, says nothing. A
+  on disk). A value with no informative token, or one the outputs do not hold, says nothing, nor
+  does a value with no digit where the answer is to be a number (asked "how many lines hold
+  TODO?", the 1.5B's reading copied a TODO line as "the lines with TODO", and refused the right
+  count for lacking it). A
   reading that gives more values than things asked is held to its first value for each thing:
   confirming a thing by any one of several values was tried and, measured, let an answer that
   named the protocol's owner and left out the email asked with it end ``done`` (the reading's
@@ -173,10 +176,11 @@ def disagreements(
         return [f"a second reading of the tool outputs, blind to the answer, lists a different number of "
                 f"{_asked(goal, deliverable)[0]!r} than {where} states: count exactly what the request asks for"]
     out = []
+    number = deliverable.kind == "answer" and deliverable.answer_is == "number"
     for part, value in zip(_asked(goal, deliverable), reading.values, strict=False):
         informative = _tokens(value) - goal_tokens
-        if not value.strip() or not informative:
-            continue
+        if not value.strip() or not informative or (number and not any(ch.isdigit() for ch in value)):
+            continue  # nothing to compare; a number asked, and no number read, says nothing of the number
         if not (_flat(value) in read_flat or _holds(read_flat, read_tokens, informative)):
             continue  # the reading did not copy it from the outputs: it says nothing
         if _flat(value) in text_flat or _holds(text_flat, text_tokens, informative):
