@@ -12,11 +12,8 @@ nodes stay silent, so they can be called directly.
 
 Decisions recorded here:
 
-- At the iteration cap (``iteration >= max_iterations``) the last iteration's work is assessed once
-  and no plan follows: the goal is done if that assessment says so, else it fails with
-  ``"max_iterations (N) reached"``, the last plan result kept for the report. (Checking the cap
-  before assessing threw away the steps the last plan ran: on the embedded 1.5B, several runs
-  ended failed with a right answer written in their last iteration that nothing looked at.)
+- The iteration cap is checked before assessing: at ``iteration >= max_iterations`` the goal fails
+  with ``"max_iterations (N) reached"`` and the last plan result is kept for the report.
 - With intake routing off, a goal whose route is not given is ``complex``: no routing call.
 - A one-step bootstrap (``terminal_after_execute``) ends the goal after its step completes,
   without an assessment call; if the step failed, the loop assesses as usual.
@@ -269,12 +266,14 @@ class PlannerNodes:
         """Phase 1, after the iteration cap and the bootstrap shortcut."""
         view = self.view(state)
         iteration, cap = view.iteration, view.max_iterations
+        if iteration >= cap:
+            error = f"max_iterations ({cap}) reached"
+            emit(ErrorEvent(event="error", error=error, iteration=iteration))
+            return {"status": "failed", "error": error}
         shortcut = self._bootstrap_done(view)
         if shortcut is not None:
             emit(assessment_event(iteration, shortcut))
             return {"assessment": shortcut.model_dump(mode="json")}
-        if iteration >= cap:
-            return await self._last_look(view)
         with counting_calls() as calls:
             try:
                 assessment = await self.planner.assess_status(
@@ -285,28 +284,6 @@ class PlannerNodes:
                 return {"status": "failed", "error": str(exc), "llm_calls": view.llm_calls + calls.calls}
         emit(assessment_event(iteration, assessment))
         return {"assessment": assessment.model_dump(mode="json"), "llm_calls": view.llm_calls + calls.calls}
-
-    async def _last_look(self, view: LoopView) -> dict[str, Any]:
-        """At the iteration cap: the last iteration's work is assessed once (it ran; only an assessment
-        can say it finished the goal), and the goal fails unless that assessment is ``done``. No
-        plan follows either way."""
-        iteration, error = view.iteration, f"max_iterations ({view.max_iterations}) reached"
-        failed: dict[str, Any] = {"status": "failed", "error": error}
-        if view.plan_result is not None and view.results:
-            assessment = None
-            with counting_calls() as calls:
-                try:
-                    assessment = await self.planner.assess_status(
-                        view.goal, view.loop_state(view.assessment), self._context(view), plan_manager=view.manager
-                    )
-                except PlanGenerationError as exc:
-                    logger.warning("the last iteration's assessment failed: %s", exc)
-            failed["llm_calls"] = view.llm_calls + calls.calls
-            if assessment is not None and assessment.status == "done":
-                emit(assessment_event(iteration, assessment))
-                return {"assessment": assessment.model_dump(mode="json"), "llm_calls": failed["llm_calls"]}
-        emit(ErrorEvent(event="error", error=error, iteration=iteration))
-        return failed
 
     def _bootstrap_done(self, view: LoopView) -> StatusAssessment | None:
         result = view.plan_result
