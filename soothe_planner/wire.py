@@ -26,6 +26,7 @@ a tool confuses a small model.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from functools import lru_cache
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -66,6 +67,7 @@ __all__ = [
     "ReflectOnPlan",
     "RouteIntake",
     "generation_model",
+    "model_step_name",
     "to_continuation",
     "to_decision",
     "to_status_assessment",
@@ -231,7 +233,8 @@ def generation_model(
     ``compact`` is the shape for small models: ``{"steps": [{id, tool, args, depends_on}]}`` and
     nothing else — no description (derived from the call), no ``plan_action`` (always ``new``), no
     mode or sentence to write; a model step is the pseudo-tool ``answer`` with ``{"task": ...}``
-    (``parsing.plan_steps.MODEL_STEP_TOOL``), added to ``tools`` when no real tool has the name.
+    (``parsing.plan_steps.MODEL_STEP_TOOL``), added to ``tools``; where a real tool has that name it
+    goes by another (``parsing.plan_steps.model_step_name``).
     The class validates the same fields, so the readers downstream are the same.
 
     Without ``allow_keep`` (nothing is in flight: a first plan, a revision) ``plan_action`` can only
@@ -242,12 +245,29 @@ def generation_model(
     """
     bound = max(1, min(max_steps, WIRE_MAX_STEPS))
     if compact:
-        return _compact_generation_model(bound, tuple(dict.fromkeys((*tools, COMPACT_MODEL_STEP))), tuple(dict.fromkeys(subagents)))
+        step = model_step_name((*tools, *subagents))
+        return _compact_generation_model(bound, tuple(dict.fromkeys((*tools, step))), tuple(dict.fromkeys(subagents)))
     return _generation_model(bound, allow_keep, tuple(dict.fromkeys(tools)), tuple(dict.fromkeys(subagents)))
 
 
 COMPACT_MODEL_STEP = "answer"
 """The pseudo-tool of a model step in the compact plan shape (``parsing.plan_steps.MODEL_STEP_TOOL``)."""
+_MODEL_STEP_NAMES = (COMPACT_MODEL_STEP, "compose", "write_answer")
+
+
+def model_step_name(tools: Collection[str] | None) -> str:
+    """The name the model step goes by in a plan whose tools are ``tools``: ``answer``, or, when a
+    real tool is named so (an agent's own ``answer`` action), the first of ``compose``,
+    ``write_answer``, ``answer_2``, ... that no tool has: a plan's reader, schema and prompt never
+    offer two tools of one name."""
+    taken = set(tools or ())
+    for name in _MODEL_STEP_NAMES:
+        if name not in taken:
+            return name
+    n = 2
+    while f"{COMPACT_MODEL_STEP}_{n}" in taken:
+        n += 1
+    return f"{COMPACT_MODEL_STEP}_{n}"
 _COMPACT_REQUIRED = ["id", "tool", "args", "depends_on"]
 
 

@@ -39,7 +39,7 @@ from soothe_planner.planner.small_model.grounding import (
 from soothe_planner.planner.small_model.plan_rules import retries_missing_data
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools, workspace_files
-from soothe_planner.wire import generation_model
+from soothe_planner.wire import generation_model, model_step_name
 
 GOAL = "Which port does config/server.toml configure?"
 
@@ -84,10 +84,12 @@ def test_the_compact_schema_asks_for_a_tool_and_its_args_per_step_and_nothing_el
     assert set(schema["properties"]) == {"steps"} and schema["properties"]["steps"]["maxItems"] == 5
     assert set(step["properties"]) == set(step["required"]) == {"id", "tool", "args", "depends_on"}
     assert step["properties"]["tool"]["enum"] == ["read_file", "write_file", "answer"]
-    # a real tool called answer is offered once, as itself
+    # a real tool called answer is offered once, as itself, and the model step goes by another name
     again = generation_model(5, tools=("answer",), compact=True).model_json_schema()
     tool = next(iter(again["$defs"].values()))["properties"]["tool"]
-    assert tool.get("enum", [tool.get("const")]) == ["answer"]
+    assert tool.get("enum", [tool.get("const")]) == ["answer", "compose"]
+    assert model_step_name(["answer", "compose", "write_answer", "answer_2"]) == "answer_3"
+    assert model_step_name(None) == model_step_name(["read_file"]) == "answer"
 
 
 def test_a_real_tool_named_answer_keeps_its_name_and_args() -> None:
@@ -98,6 +100,25 @@ def test_a_real_tool_named_answer_keeps_its_name_and_args() -> None:
     step = pseudo.decision.steps[0]
     assert (step.tool, step.args, step.description) == (None, {}, "x")
     assert any("ignored args ['to']" in w for w in pseudo.warnings)
+    # beside a real answer tool, the model step is written by the name the prompt gave it
+    both = ('{"steps": [{"id": "s1", "tool": "answer", "args": {"to": "desk"}, "depends_on": []}, '
+            '{"id": "s2", "tool": "compose", "args": {"task": "sum up"}, "depends_on": ["s1"]}]}')
+    steps = parse_decision(both, known_capabilities={"answer"}).decision.steps
+    assert [(s.tool, s.description) for s in steps][1] == (None, "sum up") and steps[0].tool == "answer"
+
+
+def test_beside_a_real_answer_tool_the_prompt_offers_the_model_step_by_another_name() -> None:
+    from soothe_planner.models import Capability, PlanContext
+    from soothe_planner.planner.prompts import phases, template
+
+    caps = [Capability(name="bash", description="execute some bash code", kind="tool"),
+            Capability(name="answer", description="have got the answer to the question", kind="tool")]
+    ctx = PlanContext(available_capabilities=caps)
+    for calls, name in ((False, "generate_system_compact"), (True, "generate_calls_system_compact")):
+        text = template(name).substitute(phases.compact_system_fields(ctx, calls=calls))
+        assert "- compose(task):" in text and "- answer(task)" not in text
+        # no files to take paths from and no tool that writes one: no rule about them
+        assert "listed files" not in text and "write_file" not in text
 
 
 def test_a_step_with_neither_a_description_nor_a_tool_is_still_refused() -> None:

@@ -27,6 +27,7 @@ from soothe_planner.parsing.typed_args import (
     repair_typed,
     settle_tools,
 )
+from soothe_planner.wire import model_step_name
 
 __all__ = [
     "ID_KEYS",
@@ -37,6 +38,7 @@ __all__ = [
     "derived_description",
     "fold_keys",
     "is_step_like",
+    "model_step_name",
     "norm_id",
     "read_step",
 ]
@@ -57,8 +59,10 @@ MODEL_STEP_TOOL = "answer"
 """The name under which a plan may write a model step as if it were a tool: ``{"tool": "answer",
 "args": {"task": ...}}``. Small models fill one uniform step shape (a tool and its args) far more
 reliably than a nullable tool beside a free-text description; the step is read as the model step
-``task`` describes. A real tool of that name wins: the name is read this way only when no offered
-capability carries it."""
+``task`` describes. A real tool of that name wins: the model step then goes by another name
+(``model_step_name``), so the plan's reader, its schema and its prompt never offer two tools of one
+name."""
+
 _DESCRIPTION_CHARS = 300
 
 _FOLDED = {k.lower(): k for k in STEP_KEYS}
@@ -203,20 +207,20 @@ def derived_description(tool: str | None, args: Mapping[str, Any]) -> str:
 
 
 def _model_steps_written_as_tools(steps: list[dict[str, Any]], known: Collection[str] | None, warnings: list[str]) -> None:
-    """``{"tool": "answer", "args": {"task": t}}`` read as the model step ``t`` (see ``MODEL_STEP_TOOL``)."""
-    if known is not None and MODEL_STEP_TOOL in known:
-        return
+    """``{"tool": "answer", "args": {"task": t}}`` read as the model step ``t`` (see ``MODEL_STEP_TOOL``;
+    under the name ``model_step_name`` gives it among the ``known`` tools)."""
+    name = model_step_name(known)
     for s in steps:
-        if s["tool"] != MODEL_STEP_TOOL:
+        if s["tool"] != name:
             continue
         task = s["args"].get("task") if isinstance(s["args"], dict) else None
         if isinstance(task, str) and task.strip():
             s["description"] = task.strip()[:_DESCRIPTION_CHARS]
-        elif s["description"].startswith(MODEL_STEP_TOOL):
+        elif s["description"].startswith(name):
             s["description"] = "write the answer from the outputs of the steps it depends on"
         others = {k: v for k, v in s["args"].items() if k != "task"} if isinstance(s["args"], dict) else {}
         if others:
-            warnings.append(f"step {s['id']!r}: ignored args {sorted(others)} of the {MODEL_STEP_TOOL!r} step (it takes a task)")
+            warnings.append(f"step {s['id']!r}: ignored args {sorted(others)} of the {name!r} step (it takes a task)")
         s["tool"], s["args"], s["tools"] = None, {}, []
         s["execution_hint"] = "auto"
 

@@ -33,7 +33,7 @@ from soothe_planner.planner.small_model.plan_rules import (
     retries_missing_data,
     writes_a_receipt,
 )
-from soothe_planner.wire import COMPACT_MODEL_STEP, GeneratePlan, generation_model
+from soothe_planner.wire import GeneratePlan, generation_model, model_step_name
 
 __all__ = ["REFUSED_NOTE", "Generated", "by_name", "calls_reader", "decision_validator", "plan_schema",
            "readers", "with_refusals", "writable", "writes_in_order"]
@@ -70,7 +70,7 @@ def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -
         return Generated(pd.plan_action, pd.decision, pd.next_action, [*warnings, *pd.warnings])
 
     return calls_text_reader(
-        read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, COMPACT_MODEL_STEP},
+        read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, model_step_name(context.capability_names())},
         existing_ids=rules["existing_ids"], max_steps=max_steps,
     )
 

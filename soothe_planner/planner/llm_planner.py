@@ -99,10 +99,10 @@ from soothe_planner.planner.small_model.prescribed import (
 )
 from soothe_planner.planner.whole_plan import WholePlanMethods
 from soothe_planner.wire import (
-    COMPACT_MODEL_STEP,
     AssessStatus,
     CrossCheck,
     DeclareDeliverable,
+    model_step_name,
     to_status_assessment,
 )
 
@@ -371,7 +371,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                 owed = write_owed(deliverable, pm.nodes if pm is not None else [],
                                   by_name(context.available_capabilities)) if self.small_model else None
                 grammar = plan_grammar(grammar_tools(writable(deliverable, context.available_capabilities),
-                                                     COMPACT_MODEL_STEP), max_steps,
+                                                     model_step_name(context.capability_names())), max_steps,
                                        existing, ends_with=owed)
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,

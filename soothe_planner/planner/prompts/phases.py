@@ -56,6 +56,7 @@ from soothe_planner.planner.prompts.questions import (
 from soothe_planner.planner.run_steps import RunSteps, deliverable_of
 from soothe_planner.planner.small_model.grounding import checked_steps, dropped_lines, guard_reasons
 from soothe_planner.tools import WRITE_TOOL_NAME, write_echo
+from soothe_planner.wire import COMPACT_MODEL_STEP, model_step_name
 
 if TYPE_CHECKING:
     from soothe_planner.dag import PlanManager
@@ -395,10 +396,23 @@ def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[
     Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares.
     """
     tools = {c.name for c in context.available_capabilities if c.kind == "tool"}
+    step = model_step_name(context.capability_names())
+    examples = template("generate_examples_calls" if calls else "generate_examples_compact").template \
+        if tools >= _EXAMPLE_TOOLS else ""
+    if step != COMPACT_MODEL_STEP:  # a real tool is named "answer": the examples write the model step by its name here
+        examples = examples.replace(f'"tool": "{COMPACT_MODEL_STEP}"', f'"tool": "{step}"').replace(
+            f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
+    writers = [c.name for c in context.available_capabilities if c.kind == "tool" and c.writes_path_arg]
     return {
         "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
-        "examples": template("generate_examples_calls" if calls else "generate_examples_compact").template
-        if tools >= _EXAMPLE_TOOLS else "",
+        "examples": examples,
+        "model_step": step,
+        # the rules about files only where there are files to take paths from, and a tool that writes one
+        "file_rules": ' Take paths from the listed files. Search "." (the whole workspace) unless the goal names '
+                      'the file or folder.' if context.workspace else "",
+        "write_rule": f" A goal that names a file to write ends with {writers[0]}." if writers else "",
+        "writes_only": (f" Only {writers[0]} writes a file." if len(writers) == 1
+                        else f" Only {', '.join(writers)} write files." if writers else ""),
     }
 
 
