@@ -176,10 +176,10 @@ def disagreements(
         return [f"a second reading of the tool outputs, blind to the answer, lists a different number of "
                 f"{_asked(goal, deliverable)[0]!r} than {where} states: count exactly what the request asks for"]
     out = []
-    number = deliverable.kind == "answer" and deliverable.answer_is == "number"
+    numeric = deliverable.kind == "answer" and deliverable.answer_is == "number"
     for part, value in zip(_asked(goal, deliverable), reading.values, strict=False):
         informative = _tokens(value) - goal_tokens
-        if not value.strip() or not informative or (number and not any(ch.isdigit() for ch in value)):
+        if not value.strip() or not informative or (numeric and not any(ch.isdigit() for ch in value)):
             continue  # nothing to compare; a number asked, and no number read, says nothing of the number
         if not (_flat(value) in read_flat or _holds(read_flat, read_tokens, informative)):
             continue  # the reading did not copy it from the outputs: it says nothing
