@@ -177,9 +177,10 @@ def stated_count(
     count of "config/server.toml", read "port = 8443", answered 8443, and the count contract asked
     for a counting tool on every later iteration. Held to an answer's checks instead, the reading
     still has to pass every one of them (each part answered, each fact from a line about the
-    request, the blind second reading); a number that merely sits on a line about the request
-    ("Lena: order 3 trays" for "how many lines mention Lena?") has to get past the second reading,
-    which copies what the outputs state for each part and finds no such line for a number of lines."""
+    request, the blind second reading). The risk it takes: a number that merely sits on a line about
+    the request ("Lena: order 3 trays" for "how many lines mention Lena?", no count made) is then
+    refused only if the second reading copies a different number for the part; a reading that
+    copies no number says nothing. None such was seen in the recorded or measured runs."""
     if deliverable is None or deliverable.kind != "count" or counts_found(nodes, results, capabilities):
         return None
     own = set(_NUMBER.findall(goal))
