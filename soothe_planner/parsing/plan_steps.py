@@ -38,7 +38,6 @@ __all__ = [
     "derived_description",
     "fold_keys",
     "is_step_like",
-    "model_step_name",
     "norm_id",
     "read_step",
 ]

@@ -18,6 +18,7 @@ from soothe_planner.planner.contract.checks import (
 from soothe_planner.planner.contract.declare import mentions, needs_declaration, to_deliverable
 from soothe_planner.planner.contract.evidence import (
     LINE_LABEL,
+    WHOLE_NUMBER,
     Write,
     counted,
     delivered_text,
@@ -39,6 +40,7 @@ from soothe_planner.planner.contract.rules import (
 
 __all__ = [
     "LINE_LABEL",
+    "WHOLE_NUMBER",
     "Write",
     "answer_text",
     "count_problems",

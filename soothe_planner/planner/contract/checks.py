@@ -30,6 +30,7 @@ from soothe_planner.models import AgentDecision, Capability, PlanStep, StepActio
 from soothe_planner.planner.contract.declare import mentions
 from soothe_planner.planner.contract.evidence import (
     LINE_LABEL,
+    WHOLE_NUMBER,
     counted,
     delivered_text,
     found_lines,
@@ -43,7 +44,6 @@ __all__ = ["answer_text", "count_problems", "counts_found", "final_outputs", "fo
            "unmet"]
 
 Step = PlanStep | StepAction
-_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
 _SPACE = re.compile(r"\s+")
 _LEAD = re.compile(r"^[\W_]+")
 
@@ -115,7 +115,7 @@ def count_problems(
 ) -> list[str]:
     """Why a count's answer is not grounded by a counting tool ([] when it is)."""
     counts = counts_found(nodes, results, capabilities)
-    stated = {int(m.group(0)) for m in _NUMBER.finditer(answer)}
+    stated = {int(m.group(0)) for m in WHOLE_NUMBER.finditer(answer)}
     if any(n in stated for _, n, _ in counts):
         return []
     if not counts:

@@ -20,12 +20,14 @@ from soothe_planner.dag import BadReferenceError, arg_strings, resolve_args
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
 from soothe_planner.tools import Workspace
 
-__all__ = ["LINE_LABEL", "Write", "counted", "delivered_text", "found_lines", "is_model_step", "path_key", "read_back",
+__all__ = ["LINE_LABEL", "WHOLE_NUMBER", "Write", "counted", "delivered_text", "found_lines", "is_model_step", "path_key", "read_back",
            "write_target", "writes_of"]
 
 Step = PlanStep | StepAction
 _READ_BACK_BYTES = 1_000_000
 LINE_LABEL = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+): ", re.MULTILINE)
+WHOLE_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
+"""A whole number in a text: not a part of a decimal, a version or a name."""
 """The ``path:N: `` label a search puts before each line it found."""
 
 

@@ -87,7 +87,6 @@ def _sought(
     return out
 
 
-
 def _prescribed(
     exc: PlanGenerationError, steps: list[StepAction], next_action: str, validate: Callable[[Generated], list[str]],
     what: str,

@@ -35,7 +35,7 @@ from functools import lru_cache
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import LINE_LABEL, counts_found, is_model_step, path_key
+from soothe_planner.planner.contract import LINE_LABEL, WHOLE_NUMBER, counts_found, is_model_step, path_key
 from soothe_planner.planner.small_model.grounding import answer_facts, words
 
 __all__ = ["common_words", "stated_count", "unsupported_facts"]
@@ -45,7 +45,6 @@ _MIN_FILES = 6  # fewer files than this tell nothing about which words are commo
 _MAX_FILES = 400
 _MAX_BYTES = 100_000  # of one file
 _MAX_TOTAL_BYTES = 4_000_000
-_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")  # a whole number, not a part of a decimal or a name
 _SHORT = 4  # without a workspace to learn common words from, shorter words are taken as common
 
 
@@ -183,15 +182,14 @@ def stated_count(
     copies no number says nothing. None such was seen in the recorded or measured runs."""
     if deliverable is None or deliverable.kind != "count" or counts_found(nodes, results, capabilities):
         return None
-    own = set(_NUMBER.findall(goal))
-    numbers = [n for n in dict.fromkeys(_NUMBER.findall(answer)) if n not in own]
+    own = set(WHOLE_NUMBER.findall(goal))
+    numbers = [n for n in dict.fromkeys(WHOLE_NUMBER.findall(answer)) if n not in own]
     if not numbers:
         return None
     lines, given = _tool_lines(nodes, results, capabilities)
     asked = _asked(goal, deliverable, common, given)
     for n in numbers:
-        at = re.compile(rf"(?<![\w.]){n}(?![\w]|[.,]\d)")
-        if not any(at.search(text) and (words(text) - {n}) & asked for _, text, _ in lines):
+        if not any(n in WHOLE_NUMBER.findall(text) and (words(text) - {n}) & asked for _, text, _ in lines):
             return None
     parts = list(deliverable.parts) or ([deliverable.count_of] if deliverable.count_of else [])
     return Deliverable(kind="answer", answer_is="number", parts=parts, holds=list(deliverable.holds),
