@@ -82,6 +82,16 @@ def test_list_dir_marks_folders_and_defaults_to_the_root(workspace: Path) -> Non
     assert out.splitlines() == ["notes.md", "src/"]
 
 
+def test_list_dir_of_a_file_lists_the_file_as_ls_does(workspace: Path) -> None:
+    """Regression (1.5B): list_dir('src/ledgerline/sync.py') failed as "not a folder", and the failed
+    step kept a plan whose answer was right from ending done."""
+    list_dir = make_builtin_tools(workspace)["list_dir"]
+    assert list_dir.invoke({"path": "src/app.py"}) == "src/app.py"
+    assert list_dir.invoke({"path": "./notes.md", "recursive": True}) == "notes.md"
+    _refused(list_dir, {"path": "src/gone.py"}, r"'src/gone.py' does not exist")
+    _refused(list_dir, {"path": "../secret.txt"}, r"outside the workspace")
+
+
 def test_read_file_returns_the_text(workspace: Path) -> None:
     assert "TODO: write the intro" in make_builtin_tools(workspace)["read_file"].invoke({"path": "notes.md"})
 

@@ -100,8 +100,15 @@ def skipped_note(skipped: list[str]) -> str:
 
 def listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]:
     """``(names, the folder's workspace-relative path)``: every readable file below ``path`` (``recursive``),
-    or its entries, folders marked ``/`` and symlinks ``@``."""
+    or its entries, folders marked ``/`` and symlinks ``@``; for a file, its own path; for a glob
+    (:func:`glob_of`), the files it matches."""
     glob = glob_of(ws, path)
+    if glob is None and not is_folder(ws, path):
+        # a file lists as itself, as ``ls`` does: the name a model asked about is there
+        file_fd, found = ws.open_file(path)
+        os.close(file_fd)
+        os.close(found.dir_fd)
+        return [found.rel], found.rel
     fd, resolved = ws.open_folder(glob[0] if glob else path)
     try:
         if glob:
