@@ -66,7 +66,6 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 
 from soothe_planner.tools.files import (
     compile_pattern,
-    glob_of,
     is_binary,
     is_folder,
     listing,
@@ -325,7 +324,7 @@ def make_builtin_tools(
 
     @os_errors
     def count_lines(path: str, pattern: str = "", regex: bool = False) -> Answer:
-        folder = glob_of(ws, path) is not None or is_folder(ws, path)
+        folder = is_folder(ws, path)
         if not folder:
             open_text(ws, path, "only a text file's lines can be counted").close()
         skipped: list[str] = []

@@ -10,7 +10,6 @@ that names the path, so the model reads the reason and can correct itself.
 from __future__ import annotations
 
 import errno
-import fnmatch
 import functools
 import inspect
 import os
@@ -26,7 +25,6 @@ from soothe_planner.tools.workspace import Workspace
 
 __all__ = [
     "compile_pattern",
-    "glob_of",
     "is_binary",
     "is_folder",
     "listing",
@@ -39,8 +37,6 @@ __all__ = [
 ]
 
 MAX_SKIPPED_NAMED = 20
-GLOB_CHARS = "*?["
-"""A path holding one of these, and naming no file or folder, is a glob over the workspace's files."""
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "node_modules", ".soothe"})
 """Folders no walk enters: version control, caches, environments, and the run's own state."""
 
@@ -100,22 +96,15 @@ def skipped_note(skipped: list[str]) -> str:
 
 def listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]:
     """``(names, the folder's workspace-relative path)``: every readable file below ``path`` (``recursive``),
-    or its entries, folders marked ``/`` and symlinks ``@``; for a file, its own path; for a glob
-    (:func:`glob_of`), the files it matches."""
-    glob = glob_of(ws, path)
-    if glob is None and not is_folder(ws, path):
+    or its entries, folders marked ``/`` and symlinks ``@``; for a file, its own path."""
+    if not is_folder(ws, path):
         # a file lists as itself, as ``ls`` does: the name a model asked about is there
         file_fd, found = ws.open_file(path)
         os.close(file_fd)
         os.close(found.dir_fd)
         return [found.rel], found.rel
-    fd, resolved = ws.open_folder(glob[0] if glob else path)
+    fd, resolved = ws.open_folder(path)
     try:
-        if glob:
-            pattern = _pattern(resolved.rel, glob[1])
-            names = [n for n in _files_below(ws, fd, resolved.parts) if glob_matches(n, pattern)]
-            _none_matched(path, names)
-            return names, pattern
         if recursive:
             names = list(_files_below(ws, fd, resolved.parts))
         else:
@@ -196,23 +185,16 @@ def searchable(
     the ``written`` ones (this run's own output) and a symlink that leads outside the workspace are
     not part of the data and are passed over silently.
     """
-    glob = glob_of(ws, path)
-    fd, resolved = ws.open_folder(glob[0] if glob else path) if glob or is_folder(ws, path) else (None, None)
+    fd, resolved = ws.open_folder(path) if is_folder(ws, path) else (None, None)
     if fd is None:
         file_fd, res = ws.open_file(path)
         os.close(res.dir_fd)
         yield from _sized(res.rel, os.fdopen(file_fd, "rb"), skipped, max_bytes)
         return
     assert resolved is not None
-    pattern = _pattern(resolved.rel, glob[1]) if glob else None
-    matched = []
     try:
         for parts, dir_fd in ws.walk(fd, resolved.parts, SKIPPED_DIRS):
             rel = "/".join(parts)
-            if pattern is not None:
-                if not glob_matches(rel, pattern):
-                    continue
-                matched.append(rel)
             if rel in written:
                 continue
             try:
@@ -236,43 +218,6 @@ def searchable(
     finally:
         os.close(fd)
         os.close(resolved.dir_fd)
-    if pattern is not None:
-        _none_matched(path, matched)
-
-
-def glob_of(ws: Workspace, path: str) -> tuple[str, str] | None:
-    """``(the folder to walk, the rest of the pattern)`` when ``path`` is a glob such as
-    ``meetings/*.md`` or ``src/**/*.py`` that names no file or folder itself, else ``None``.
-
-    Models and people name a set of files this way; a search or a listing over it covers the files
-    below the glob's fixed folder whose workspace-relative path matches it (``*`` also crosses
-    ``/``; ``**/`` also matches no folder at all).
-    """
-    text = path.strip()
-    if not any(c in text for c in GLOB_CHARS):
-        return None
-    try:
-        is_folder(ws, text)
-        return None  # a name that holds the character itself
-    except ToolException:
-        pass
-    parts = text.split("/")
-    cut = next(i for i, part in enumerate(parts) if any(c in part for c in GLOB_CHARS))
-    return "/".join(parts[:cut]) or ".", "/".join(p for p in parts[cut:] if p)
-
-
-def glob_matches(rel: str, pattern: str) -> bool:
-    """Whether the workspace-relative ``rel`` matches the glob ``pattern`` (see :func:`glob_of`)."""
-    return fnmatch.fnmatchcase(rel, pattern) or ("**/" in pattern and fnmatch.fnmatchcase(rel, pattern.replace("**/", "")))
-
-
-def _pattern(folder: str, rest: str) -> str:
-    return f"{folder}/{rest}" if folder and folder != "." else rest
-
-
-def _none_matched(path: str, names: Collection[str]) -> None:
-    if not names:
-        raise ToolException(f"no file in the workspace matches {path.strip()!r}")
 
 
 def _sized(rel: str, fh: IO[bytes], skipped: list[str], max_bytes: int) -> Iterable[tuple[str, IO[bytes]]]:
