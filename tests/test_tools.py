@@ -90,6 +90,8 @@ def test_list_dir_of_a_file_lists_the_file_as_ls_does(workspace: Path) -> None:
     assert list_dir.invoke({"path": "./notes.md", "recursive": True}) == "notes.md"
     _refused(list_dir, {"path": "src/gone.py"}, r"'src/gone.py' does not exist")
     _refused(list_dir, {"path": "../secret.txt"}, r"outside the workspace")
+    # a count of the files below a file is no count: that stays an error, as before
+    _refused(make_builtin_tools(workspace)["count_files"], {"pattern": "*", "path": "src/app.py"}, r"not a folder")
 
 
 def test_read_file_returns_the_text(workspace: Path) -> None:

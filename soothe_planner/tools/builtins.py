@@ -224,7 +224,7 @@ def make_builtin_tools(
 
     @os_errors
     def list_dir(path: str = ".", recursive: bool = False) -> Answer:
-        names, rel = listing(ws, path, recursive)
+        names, rel = listing(ws, path, recursive, file_as_itself=True)
         lines = names[:MAX_LIST_ENTRIES]
         if len(names) > MAX_LIST_ENTRIES:
             lines.append(f"... ({len(names) - MAX_LIST_ENTRIES} more entries not shown)")

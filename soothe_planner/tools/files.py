@@ -94,10 +94,11 @@ def skipped_note(skipped: list[str]) -> str:
     return f"not searched: {shown}{more}"
 
 
-def listing(ws: Workspace, path: str, recursive: bool) -> tuple[list[str], str]:
+def listing(ws: Workspace, path: str, recursive: bool, *, file_as_itself: bool = False) -> tuple[list[str], str]:
     """``(names, the folder's workspace-relative path)``: every readable file below ``path`` (``recursive``),
-    or its entries, folders marked ``/`` and symlinks ``@``; for a file, its own path."""
-    if not is_folder(ws, path):
+    or its entries, folders marked ``/`` and symlinks ``@``; for a file, its own path when
+    ``file_as_itself`` (a listing), else the error that it is not a folder (a count of files below it)."""
+    if file_as_itself and not is_folder(ws, path):
         # a file lists as itself, as ``ls`` does: the name a model asked about is there
         file_fd, found = ws.open_file(path)
         os.close(file_fd)
