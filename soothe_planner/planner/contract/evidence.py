@@ -26,9 +26,9 @@ __all__ = ["LINE_LABEL", "WHOLE_NUMBER", "Write", "counted", "delivered_text", "
 Step = PlanStep | StepAction
 _READ_BACK_BYTES = 1_000_000
 LINE_LABEL = re.compile(r"^(?P<path>[^\s:][^:\n]*):(?P<line>\d+): ", re.MULTILINE)
+"""The ``path:N: `` label a search puts before each line it found."""
 WHOLE_NUMBER = re.compile(r"(?<![\w.])\d+(?![\w]|[.,]\d)")
 """A whole number in a text: not a part of a decimal, a version or a name."""
-"""The ``path:N: `` label a search puts before each line it found."""
 
 
 def path_key(path: object) -> str:
