@@ -257,6 +257,39 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     assert prescribed_widening(cambios, [search, said], [failed, other], caps, lambda g: [], _refused()) is not None
 
 
+def test_refused_replans_of_a_count_get_an_answer_over_every_count_made(tmp_path: Path) -> None:
+    """Regression (1.5B): "¿Cuántas filas de data/ensayos.csv tienen el tratamiento coir?" searched the
+    file (its coir rows listed) and counted a phrase no row holds (0), with no answer step; its next
+    plans were those two steps again, each refused as a repeat, and the goal failed with the count made."""
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.prescribed import prescribed_count
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    rows = "data/ensayos.csv:3: T1,coir,62\ndata/ensayos.csv:7: T3,coir,58"
+    search = StepResult(step_id="s1", success=True, output=rows, outcome={
+        "lines": rows.splitlines(), "exact": True, "complete": True, "path": "data/ensayos.csv", "pattern": "coir"})
+    count = StepResult(step_id="s2", success=True, output="0 lines in data/ensayos.csv contain 'tratamiento coir'",
+                       outcome={"count": 0, "complete": True, "counted": "0 lines contain 'tratamiento coir'"})
+    nodes = [PlanStep(id="s1", description="search", tool="search_text", args={"pattern": "coir", "path": "data/ensayos.csv"},
+                      status="completed", result=search),
+             PlanStep(id="s2", description="count", tool="count_lines",
+                      args={"path": "data/ensayos.csv", "pattern": "tratamiento coir"}, status="completed", result=count)]
+    d = Deliverable(kind="count", parts=["filas con coir"], count_of="filas de data/ensayos.csv con coir")
+    gen = prescribed_count(d, nodes, [search, count], caps, lambda g: [], _refused())
+    assert gen is not None
+    [answer] = gen.decision.steps
+    assert answer.tool is None and answer.depends_on == ["s1", "s2"] and answer.id == "s3"
+    # only for a count, only over counts made, only when the rules pass it, only after a refusal
+    assert prescribed_count(Deliverable(kind="answer"), nodes, [search, count], caps, lambda g: [], _refused()) is None
+    assert prescribed_count(d, nodes[:1], [search.model_copy(update={"outcome": {}})], caps, lambda g: [],
+                            _refused()) is None
+    assert prescribed_count(d, nodes, [search, count], caps, lambda g: ["a repeat"], _refused()) is None
+    from soothe_planner.errors import GenerationAttempt, PlanGenerationError
+
+    unheard = PlanGenerationError("plan-generate", [GenerationAttempt("plan-generate", "raw", "down", error_type="transport")])
+    assert prescribed_count(d, nodes, [search, count], caps, lambda g: [], unheard) is None
+
+
 def test_a_count_reading_sees_no_counting_tool_and_may_copy_a_number_the_outputs_state(tmp_path: Path) -> None:
     caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
     count = StepAction(id="s1", description="count", tool="count_lines", args={"path": "db.toml", "pattern": "pool"})

@@ -93,6 +93,7 @@ from soothe_planner.planner.small_model.crosscheck import (
 from soothe_planner.planner.small_model.grounding import checked_steps, guard_note
 from soothe_planner.planner.small_model.plan_rules import write_owed
 from soothe_planner.planner.small_model.prescribed import (
+    prescribed_count,
     prescribed_reading,
     prescribed_widening,
     prescribed_write,
@@ -399,7 +400,8 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                 self.stats.prescribed_writes += 1
                 return prescribed
             prescribed = prescribed_reading(deliverable, *checked_steps(run), caps, validate, exc) \
-                or prescribed_widening(deliverable, *checked_steps(run), caps, validate, exc)
+                or prescribed_widening(deliverable, *checked_steps(run), caps, validate, exc) \
+                or prescribed_count(deliverable, *checked_steps(run), caps, validate, exc)
             if prescribed is None:
                 raise
             self.stats.prescribed_readings += 1

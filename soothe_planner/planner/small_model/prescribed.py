@@ -22,6 +22,15 @@ command below it was asked, with the file read in hand, is given the file to ans
 planned only from the run's own results, never from the goal's words, and never twice: the same
 answer over the same inputs is refused as a repeat, like any plan.
 
+The count's answer (``prescribed_count``): a 1.5B model asked how many rows of a CSV hold a value
+searched the file (every row holding it, listed: a count) and counted lines with a phrase of the
+request that no row holds (0), with no answer step; its three plans after that were the same two
+steps, each refused as a repeat, and the goal failed in six calls with the count made. The planner
+then plans the answer the plans lacked: one answer step over every count the run made (a counting
+tool's, or a search of one file that listed every line it found), told to give the number counted
+if it counted what the request asks for. Which count answers is the model's reading; the count
+contract, the assessment and the second reading judge it as any answer.
+
 The widening (``prescribed_widening``): a 1.5B model that searched a folder that does not exist
 planned the same failing call on every re-ask, each refused as a repeat of a failed call; another
 searched one file that does not hold the word, and planned that search again. Where the tool's
@@ -40,13 +49,13 @@ from soothe_planner.dag import free_step_id
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import PlanGenerationError
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import mentions, path_key
+from soothe_planner.planner.contract import counts_found, mentions, path_key
 from soothe_planner.planner.generation import Generated
 from soothe_planner.planner.small_model.grounding import dropped_lines
 from soothe_planner.planner.small_model.reading import READ_AT_MOST, reader_of, searched
 from soothe_planner.tools import WRITE_TOOL_NAME
 
-__all__ = ["prescribed_reading", "prescribed_widening", "prescribed_write"]
+__all__ = ["prescribed_count", "prescribed_reading", "prescribed_widening", "prescribed_write"]
 
 
 logger = logging.getLogger("soothe_planner.planner")
@@ -228,3 +237,26 @@ def prescribed_widening(
                            f"{node.id} failed or found nothing with path {node.args.get('path')!r}; the planner ran it over "
                            f"the whole workspace ({wide.id})")
     return None
+
+
+def prescribed_count(
+    deliverable: Deliverable | None,
+    nodes: Sequence[PlanStep | StepAction],
+    results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None,
+    validate: Callable[[Generated], list[str]],
+    exc: PlanGenerationError,
+) -> Generated | None:
+    """An answer over every count the run made, as a plan; or None (see the module docstring)."""
+    if deliverable is None or deliverable.kind != "count" or not _refused(exc):
+        return None
+    sources = list(dict.fromkeys(sid for sid, _, _ in counts_found(nodes, results, capabilities)))
+    if not sources:
+        return None
+    ids = _Ids({n.id for n in nodes})
+    steps = _answered([], sources, deliverable, capabilities, ids,
+                      "give the number counted, from the count that counted what the request asks for")
+    if steps is None:
+        return None
+    return _prescribed(exc, steps, steps[-1].description, validate,
+                       f"the planner planned the count's answer itself: an answer from what {', '.join(sources)} counted")
