@@ -257,6 +257,31 @@ def test_a_call_that_failed_with_an_optional_path_is_planned_over_the_whole_work
     assert prescribed_widening(cambios, [search, said], [failed, other], caps, lambda g: [], _refused()) is not None
 
 
+def test_a_search_for_every_match_that_looked_in_one_place_is_widened_before_any_reading(tmp_path: Path) -> None:
+    """Regression (1.5B): asked for every FIXME line of the code, it searched one module; each re-plan,
+    refused as looking only there, searched that module again, and the reading planned for it read
+    that module: the goal failed at the iteration cap with three of the four lines never searched."""
+    from soothe_planner.models import PlanStep
+    from soothe_planner.planner.small_model.prescribed import prescribed_widening
+
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    out = "api/handlers.go:58: // FIXME: quote ignores the tax"
+    found = StepResult(step_id="s1", success=True, output=out, outcome={"lines": [out], "path": "api/handlers.go"})
+    search = PlanStep(id="s1", description="search", tool="search_text", args={"pattern": "FIXME", "path": "api/handlers.go"},
+                      status="completed", result=found)
+    every = Deliverable(kind="file", files=["FIXME.md"], every_match=True)
+    gen = prescribed_widening(every, [search], [found], caps, lambda g: [], _refused(), narrow=["api/handlers.go"])
+    assert gen is not None
+    wide, write = gen.decision.steps
+    assert (wide.tool, wide.args) == ("search_text", {"pattern": "FIXME"})
+    assert write.args == {"path": "FIXME.md", "content": "{{" + wide.id + ".output}}"}
+    # a search that found lines is widened only when the checks said it looked too narrowly, for every match
+    assert prescribed_widening(every, [search], [found], caps, lambda g: [], _refused()) is None
+    assert prescribed_widening(every.model_copy(update={"every_match": False}), [search], [found], caps, lambda g: [],
+                               _refused(), narrow=["api/handlers.go"]) is None
+    assert prescribed_widening(every, [search], [found], caps, lambda g: [], _refused(), narrow=["cmd/main.go"]) is None
+
+
 def test_refused_replans_of_a_count_get_an_answer_over_every_count_made(tmp_path: Path) -> None:
     """Regression (1.5B): "¿Cuántas filas de data/ensayos.csv tienen el tratamiento coir?" searched the
     file (its coir rows listed) and counted a phrase no row holds (0), with no answer step; its next

@@ -65,7 +65,7 @@ from soothe_planner.models import (
 from soothe_planner.parsing import parse_object
 from soothe_planner.planner.base import PlanManagerFactory
 from soothe_planner.planner.calls import Tally
-from soothe_planner.planner.contract import needs_declaration, read_back, to_deliverable
+from soothe_planner.planner.contract import narrow_searches, needs_declaration, read_back, to_deliverable
 from soothe_planner.planner.generation import (
     Generated,
     by_name,
@@ -399,9 +399,12 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             if prescribed is not None:
                 self.stats.prescribed_writes += 1
                 return prescribed
-            prescribed = prescribed_reading(deliverable, *checked_steps(run), caps, validate, exc) \
-                or prescribed_widening(deliverable, *checked_steps(run), caps, validate, exc) \
-                or prescribed_count(deliverable, *checked_steps(run), caps, validate, exc)
+            steps, results = checked_steps(run)
+            narrow = narrow_searches(goal, results) if deliverable is not None and deliverable.every_match else []
+            prescribed = (prescribed_widening(deliverable, steps, results, caps, validate, exc, narrow=narrow) if narrow else None) \
+                or prescribed_reading(deliverable, steps, results, caps, validate, exc) \
+                or prescribed_widening(deliverable, steps, results, caps, validate, exc) \
+                or prescribed_count(deliverable, steps, results, caps, validate, exc)
             if prescribed is None:
                 raise
             self.stats.prescribed_readings += 1

@@ -33,7 +33,11 @@ contract, the assessment and the second reading judge it as any answer.
 
 The widening (``prescribed_widening``): a 1.5B model that searched a folder that does not exist
 planned the same failing call on every re-ask, each refused as a repeat of a failed call; another
-searched one file that does not hold the word, and planned that search again. Where the tool's
+searched one file that does not hold the word, and planned that search again; a third, asked for
+every matching line of the code, searched one module, and its plans, each refused as looking only
+in a place the goal does not name, searched that module again or read it (reading is no cure
+there: the lines asked for are in other files, so for such a deliverable the widening is tried
+before the reading). Where the tool's
 ``path`` is optional (its schema does not require it), the planner plans the same call over the
 whole workspace, then an answer from it (and the write, for a file). Nothing is read from the
 error's text: the call failed, or found no line, with a path, and the tool can run without one.
@@ -43,7 +47,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from soothe_planner.dag import free_step_id
 from soothe_planner.deliverable import Deliverable
@@ -204,13 +208,23 @@ def prescribed_widening(
     capabilities: Mapping[str, Capability] | None,
     validate: Callable[[Generated], list[str]],
     exc: PlanGenerationError,
+    *,
+    narrow: Collection[str] = (),
 ) -> Generated | None:
-    """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None."""
+    """The last failed call with an optional ``path``, run over the whole workspace, then an answer; or None.
+
+    ``narrow``: the paths searched when a deliverable of every match was refused for its searches
+    looking only there (``contract.narrow_searches``); a search of one of them that found lines is
+    widened too."""
     if deliverable is None or not _refused(exc) or _sought(deliverable, nodes, results, capabilities):
         return None
     # a call that failed, or a search that found nothing where it looked: either may find it elsewhere
     missed = {r.step_id for r in results
               if not r.success or (isinstance(r.outcome.get("lines"), list) and not r.outcome["lines"])}
+    if narrow and deliverable.every_match:
+        by_id = {n.id: n for n in nodes}
+        missed |= {r.step_id for r in results if r.success and r.step_id in by_id and isinstance(r.outcome.get("lines"), list)
+                   and path_key(str((by_id[r.step_id].args or {}).get("path") or ".")) in {path_key(p) for p in narrow}}
     for node in reversed(list(nodes)):
         cap = (capabilities or {}).get(node.tool or "")
         args = dict(node.args or {})
