@@ -221,10 +221,13 @@ def prescribed_widening(
     # a call that failed, or a search that found nothing where it looked: either may find it elsewhere
     missed = {r.step_id for r in results
               if not r.success or (isinstance(r.outcome.get("lines"), list) and not r.outcome["lines"])}
+    narrowed: set[str] = set()
     if narrow and deliverable.every_match:
+        places = {path_key(p) for p in narrow}
         by_id = {n.id: n for n in nodes}
-        missed |= {r.step_id for r in results if r.success and r.step_id in by_id and isinstance(r.outcome.get("lines"), list)
-                   and path_key(str((by_id[r.step_id].args or {}).get("path") or ".")) in {path_key(p) for p in narrow}}
+        narrowed = {r.step_id for r in results if r.success and r.step_id in by_id and r.outcome.get("lines")
+                    and path_key(str((by_id[r.step_id].args or {}).get("path") or ".")) in places}
+        missed |= narrowed
     for node in reversed(list(nodes)):
         cap = (capabilities or {}).get(node.tool or "")
         args = dict(node.args or {})
@@ -247,8 +250,9 @@ def prescribed_widening(
                           write_whole=deliverable.every_match and not cap.counts)
         if steps is None:
             return None
+        why = "found lines only" if node.id in narrowed else "failed or found nothing"
         return _prescribed(exc, steps, wide.description, validate,
-                           f"{node.id} failed or found nothing with path {node.args.get('path')!r}; the planner ran it over "
+                           f"{node.id} {why} with path {node.args.get('path')!r}; the planner ran it over "
                            f"the whole workspace ({wide.id})")
     return None
 
