@@ -448,3 +448,24 @@ async def test_a_replan_that_repeats_a_finished_read_reuses_it_in_a_real_loop(tm
     assert out["action_history"][1].endswith("new; s2.2 ok")  # the read s1 was not run again
 
 
+
+
+def test_a_count_that_a_one_file_search_listed_is_grounded_though_no_output_writes_the_number() -> None:
+    """Regression (1.5B): "¿Cuántas filas ... tienen el tratamiento coir?" answered 3 from a search of the
+    CSV that listed its 3 coir rows, and was refused as stating '3', found in no tool output."""
+    from soothe_planner.deliverable import Deliverable
+    from soothe_planner.planner.guard import _answer_reasons
+
+    rows = "t.csv:2: T1,coir\nt.csv:5: T3,coir\nt.csv:9: T4,coir"
+    decision, acts, results = _ran(("s1", "search_text", rows, []), ("s2", None, "3", ["s1"]))
+    results[0] = results[0].model_copy(update={"outcome": {
+        "lines": rows.splitlines(), "exact": True, "complete": True, "path": "t.csv", "pattern": "coir"}})
+    count = Deliverable(kind="count", parts=["filas con coir"], count_of="filas de t.csv con coir")
+    reasons = _answer_reasons("¿Cuántas filas?", count, decision, acts, results, grounded=True)
+    assert not any("found in no tool output" in r for r in reasons), reasons
+    # a number no count made is still refused, and for an answer the count grounds nothing
+    decision, acts, results = _ran(("s1", "search_text", rows, []), ("s2", None, "4", ["s1"]))
+    results[0] = results[0].model_copy(update={"outcome": {
+        "lines": rows.splitlines(), "exact": True, "complete": True, "path": "t.csv", "pattern": "coir"}})
+    assert any("states '4', found in no tool output" in r
+               for r in _answer_reasons("¿Cuántas filas?", count, decision, acts, results, grounded=True))

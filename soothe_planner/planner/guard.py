@@ -34,7 +34,14 @@ from soothe_planner.models import (
     StepAction,
     StepResult,
 )
-from soothe_planner.planner.contract import answer_text, lines_left_out, narrow_searches, read_back, unmet
+from soothe_planner.planner.contract import (
+    answer_text,
+    counts_found,
+    lines_left_out,
+    narrow_searches,
+    read_back,
+    unmet,
+)
 from soothe_planner.planner.small_model.crosscheck import delivered
 from soothe_planner.planner.small_model.grounding import (
     echoed_goal,
@@ -160,6 +167,11 @@ def _answer_reasons(
         return []
     reasons = []
     step_id, missing = ungrounded_facts(goal, decision, nodes, results)
+    if missing and kind == "count":
+        # a search of one file that listed every line holding its pattern counted them, though no
+        # output writes the number: "3" for three rows listed is grounded by that count
+        made = {str(n) for _, n, _ in counts_found(nodes, results, None)}
+        missing = [f for f in missing if f not in made]
     if missing:
         reasons.append(f"the answer in {step_id} states {', '.join(repr(f) for f in missing[:5])}, found in no tool "
                        "output")
