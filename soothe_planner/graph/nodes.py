@@ -13,7 +13,11 @@ nodes stay silent, so they can be called directly.
 Decisions recorded here:
 
 - The iteration cap is checked before assessing: at ``iteration >= max_iterations`` the goal fails
-  with ``"max_iterations (N) reached"`` and the last plan result is kept for the report.
+  with ``"max_iterations (N) reached"`` and the last plan result is kept for the report. Judging the
+  last round's work once more at the cap was measured twice on the embedded 1.5B (RESULTS §6, "The
+  last iteration assessed at the cap") and both times made false successes: the goals that reach
+  the cap are those whose answers the checks kept refusing, and the last round's is most often a
+  wrong one that got past them (a staging password given for the production one).
 - With intake routing off, a goal whose route is not given is ``complex``: no routing call.
 - A one-step bootstrap (``terminal_after_execute``) ends the goal after its step completes,
   without an assessment call; if the step failed, the loop assesses as usual.
