@@ -128,10 +128,16 @@ async def test_the_run_context_caps_iterations_and_plan_steps() -> None:
     final = await graph.ainvoke(goal_input("g", thread_id="m1"), run_config("m1", 5), context={"max_plan_steps": 3})
     assert final["status"] == "done"
     assert PlanManager.from_dict(final["plan_manager"]).max_plan_steps == 3
-    capped = await _graph(_script()).ainvoke(goal_input("g", thread_id="m2"), run_config("m2", 5),
+    # the cap counts rounds of work: the one round's steps are judged, and a round that finished the goal is done
+    one = await _graph(_script()).ainvoke(goal_input("g", thread_id="m2"), run_config("m2", 5),
+                                          context={"max_iterations": 1})  # fmt: skip
+    assert one["status"] == "done" and one["iteration"] == 1
+    unfinished = PhaseScript(RouteIntake=[{"route": "complex", "answer": ""}], GeneratePlan=[plan(step("s1"))],
+                             AssessStatus=[assess("replan", 0.5, "one fact is missing")])  # fmt: skip
+    capped = await _graph(unfinished).ainvoke(goal_input("g", thread_id="m3"), run_config("m3", 5),
                                               context={"max_iterations": 1})  # fmt: skip
     assert capped["status"] == "failed" and capped["error"] == "max_iterations (1) reached"
-    assert capped["messages"][-1].content == "The goal failed: max_iterations (1) reached."
+    assert capped["iteration"] == 1 and capped["messages"][-1].content == "The goal failed: max_iterations (1) reached."
 
 
 @pytest.mark.parametrize(

@@ -106,9 +106,25 @@ async def test_intake_given_in_state_costs_no_call() -> None:
 async def test_iteration_cap_fails_the_goal_and_keeps_the_last_result() -> None:
     n, model = nodes()
     last = PlanResult(status="continue", plan_action="keep").model_dump(mode="json")
-    update = await n.plan_assess({"goal": GOAL, "iteration": 3, "max_iterations": 3, "plan_result": last})
+    update = await n.plan_assess({"goal": GOAL, "iteration": 4, "max_iterations": 3, "plan_result": last})
     assert update == {"status": "failed", "error": "max_iterations (3) reached"}
     assert route_after_assess({**update}) == "failed" and not model.calls
+    nothing_ran = await n.plan_assess({"goal": GOAL, "iteration": 3, "max_iterations": 3})  # no plan result
+    assert nothing_ran == {"status": "failed", "error": "max_iterations (3) reached"} and not model.calls
+
+
+async def test_the_last_round_at_the_cap_is_judged_once_and_no_plan_follows() -> None:
+    last = PlanResult(status="continue", plan_action="keep").model_dump(mode="json")
+    state = {"goal": GOAL, "iteration": 3, "max_iterations": 3, "plan_result": last,
+             "plan_manager": finished(StepResult(step_id="s1", success=True, output="two files: a.py, b.py"))}
+    n, model = nodes(assess("replan"))
+    update = await n.plan_assess(state)
+    assert len(model.calls) == 1 and "Iteration 3 of at most 3." in model.calls[0].last_text
+    assert update["status"] == "failed" and update["error"] == "max_iterations (3) reached"
+    assert update["assessment"]["status"] == "replan" and route_after_assess(update) == "failed"
+    n, model = nodes(assess("done", 1.0))
+    update = await n.plan_assess(state)
+    assert "status" not in update and route_after_assess(update) == "goal_completion"
 
 
 async def test_a_whole_loop_by_hand_plans_executes_and_completes() -> None:

@@ -12,8 +12,10 @@ nodes stay silent, so they can be called directly.
 
 Decisions recorded here:
 
-- The iteration cap is checked before assessing: at ``iteration >= max_iterations`` the goal fails
-  with ``"max_iterations (N) reached"`` and the last plan result is kept for the report.
+- The iteration cap counts rounds of work, and the last round's steps are still judged: at
+  ``iteration == max_iterations`` one more assessment runs (no plan follows it); unless it says
+  ``done`` the goal fails with ``"max_iterations (N) reached"`` and the last plan result is kept for
+  the report. Past the cap, or with nothing run, the goal fails without a call.
 - With intake routing off, a goal whose route is not given is ``complex``: no routing call.
 - A one-step bootstrap (``terminal_after_execute``) ends the goal after its step completes,
   without an assessment call; if the step failed, the loop assesses as usual.
@@ -266,10 +268,12 @@ class PlannerNodes:
         """Phase 1, after the iteration cap and the bootstrap shortcut."""
         view = self.view(state)
         iteration, cap = view.iteration, view.max_iterations
-        if iteration >= cap:
-            error = f"max_iterations ({cap}) reached"
+        error = f"max_iterations ({cap}) reached"
+        if iteration > cap or (iteration == cap and (cap == 0 or view.plan_result is None)):
             emit(ErrorEvent(event="error", error=error, iteration=iteration))
             return {"status": "failed", "error": error}
+        # at the cap the last iteration's steps ran and are judged once more (no plan follows):
+        # work a run did is never left unassessed
         shortcut = self._bootstrap_done(view)
         if shortcut is not None:
             emit(assessment_event(iteration, shortcut))
@@ -283,7 +287,11 @@ class PlannerNodes:
                 emit(ErrorEvent(event="error", error=str(exc), iteration=iteration))
                 return {"status": "failed", "error": str(exc), "llm_calls": view.llm_calls + calls.calls}
         emit(assessment_event(iteration, assessment))
-        return {"assessment": assessment.model_dump(mode="json"), "llm_calls": view.llm_calls + calls.calls}
+        update = {"assessment": assessment.model_dump(mode="json"), "llm_calls": view.llm_calls + calls.calls}
+        if iteration >= cap and assessment.status != "done":
+            emit(ErrorEvent(event="error", error=error, iteration=iteration))
+            update |= {"status": "failed", "error": error}
+        return update
 
     def _bootstrap_done(self, view: LoopView) -> StatusAssessment | None:
         result = view.plan_result

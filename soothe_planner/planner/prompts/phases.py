@@ -159,7 +159,8 @@ def assess_prompt(goal: str, state: LoopState, run: RunSteps, settings: PlannerS
         {
             "goal": escape_data(goal),
             "deliverable": deliverable_line(state, run.manager),
-            "iteration": str(state.iteration + 1),
+            # the judgement after the last round is still that round's (no plan follows it)
+            "iteration": str(min(state.iteration + 1, max(state.max_iterations, 1))),
             "max_iterations": str(state.max_iterations),
             "previous_assessment": render_assessment(state.previous_assessment),
             "plan": _plan_text(state, run, compact=True),
