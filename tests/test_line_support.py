@@ -16,7 +16,7 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.planner.guard import guard_assessment
-from soothe_planner.planner.small_model.support import common_words, unsupported_facts
+from soothe_planner.planner.small_model.support import common_words, other_sibling, unsupported_facts
 from soothe_planner.tools import make_builtin_tools
 
 CONTACTS = ("# Team contacts, 2024\n\n| Name | Role | Email |\n|------|------|-------|\n"
@@ -152,4 +152,67 @@ def test_a_small_models_done_over_an_unrelated_line_becomes_replan(tmp_path: Pat
     # a provider model (no small-model rules) is not held to it
     a, _ = guard_assessment(goal, done, ANSWER, AgentDecision(steps=steps), nodes, [read, answer], caps,
                             str(tmp_path), **{**kwargs, "small_model": False})
+    assert a.status == "done"
+
+
+# ------------------------------------------------------------------ the file beside the one the goal names
+
+STAGING = "[database]\nhost = \"db.staging.internal\"\npassword = \"stg-Kelp-2291\"  # staging only\n"
+PRODUCTION = "[database]\n# the password is read from the environment variable HARBOR_DB_PASSWORD\n"
+
+
+def _siblings(tmp_path: Path) -> str:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "staging.toml").write_text(STAGING)
+    (tmp_path / "config" / "production.toml").write_text(PRODUCTION)
+    (tmp_path / "README.md").write_text("# harbor\n")
+    return str(tmp_path)
+
+
+def _sibling(goal: str, delivered: str, workspace: str, *read: tuple[StepAction, StepResult]) -> Any:
+    return other_sibling(goal, Deliverable(kind="answer"), delivered, [s for s, _ in read], [r for _, r in read],
+                         None, workspace, common_words(workspace))
+
+
+def test_a_fact_from_the_file_beside_the_one_the_goal_names_answers_another_question(tmp_path: Path) -> None:
+    ws = _siblings(tmp_path)
+    staging = _read("s1", "config/staging.toml", STAGING)
+    found = _sibling("I need the production database password. What is it?", "stg-Kelp-2291", ws, staging)
+    assert found == (["2291"], "config/staging.toml", "config/production.toml")  # the fact's checkable part
+    # the same in German and Spanish: the folder's names are compared, not the request's language
+    assert _sibling("Ich brauche das Datenbankpasswort für production.", "stg-Kelp-2291", ws, staging) is not None
+    assert _sibling("¿Cuál es la contraseña de la base de datos de production?", "stg-Kelp-2291", ws, staging) \
+        is not None
+
+
+def test_the_named_file_or_a_request_naming_both_or_neither_is_left_alone(tmp_path: Path) -> None:
+    ws = _siblings(tmp_path)
+    staging = _read("s1", "config/staging.toml", STAGING)
+    production = _read("s2", "config/production.toml", PRODUCTION)
+    assert _sibling("What is the staging database password?", "stg-Kelp-2291", ws, staging) is None
+    assert _sibling("Compare the staging and production passwords", "stg-Kelp-2291", ws, staging) is None
+    assert _sibling("What is the database password?", "stg-Kelp-2291", ws, staging) is None
+    assert _sibling("Where is the production password kept?", "HARBOR_DB_PASSWORD", ws, production) is None
+    # a search line's label names its file as a read does
+    line = (StepAction(id="s3", description="search", tool="search_text", args={"pattern": "password"}),
+            StepResult(step_id="s3", success=True, output='config/staging.toml:3: password = "stg-Kelp-2291"'))
+    assert _sibling("the production password?", "stg-Kelp-2291", ws, line) is not None
+
+
+def test_the_guard_refuses_a_done_whose_facts_come_from_the_file_beside_the_named_one(tmp_path: Path) -> None:
+    ws = _siblings(tmp_path)
+    caps = {c.name: c for c in StepExecutor(tools=list(make_builtin_tools(tmp_path).values())).capabilities()}
+    goal = "I need the production database password. What is it?"
+    steps = [StepAction(id="s1", description="read", tool="read_file", args={"path": "config/staging.toml"}),
+             StepAction(id="s2", description="give the production password", depends_on=["s1"])]
+    results = [StepResult(step_id="s1", success=True, output=STAGING),
+               StepResult(step_id="s2", success=True, output="stg-Kelp-2291")]
+    nodes = [PlanStep(**s.model_dump(), status="completed", result=r) for s, r in zip(steps, results, strict=True)]
+    done = StatusAssessment(status="done", goal_progress=1.0, confidence=0.9, summary="")
+    kwargs: dict[str, Any] = {"plan_finished": True, "small_model": True, "grounded": True}
+    a, why = guard_assessment(goal, done, Deliverable(kind="answer"), AgentDecision(steps=steps), nodes, results,
+                              caps, ws, **kwargs)
+    assert a.status == "replan" and "config/production.toml" in why and "'2291'" in why
+    a, _ = guard_assessment("What is the staging database password?", done, Deliverable(kind="answer"),
+                            AgentDecision(steps=steps), nodes, results, caps, ws, **kwargs)
     assert a.status == "done"

@@ -56,7 +56,12 @@ from soothe_planner.planner.small_model.grounding import (
     wrong_kind,
 )
 from soothe_planner.planner.small_model.reading import unread_hits
-from soothe_planner.planner.small_model.support import common_words, stated_count, unsupported_facts
+from soothe_planner.planner.small_model.support import (
+    common_words,
+    other_sibling,
+    stated_count,
+    unsupported_facts,
+)
 
 __all__ = ["assessed_deliverable", "guard_assessment"]
 
@@ -129,6 +134,13 @@ def guard_assessment(
                         f"{', '.join(repr(f) for f in facts[:3])} (what was delivered) comes from lines that share no word with "
                         f"the request ({'; '.join(repr(x[:80]) for x in lines[:2])}): they are about something else; find "
                         "the line that states what the goal asks, or answer that the workspace does not say")
+                else:
+                    other = other_sibling(goal, deliverable, given, nodes, results, capabilities, workspace, common)
+                    if other is not None:
+                        reasons.append(
+                            f"{', '.join(repr(f) for f in other[0][:3])} (what was delivered) comes only from {other[1]}, "
+                            f"and the goal names {other[2]} beside it, not {other[1]}: answer from {other[2]}, or "
+                            "answer that it does not say")
     if a.status == "done":
         if not reasons:
             return a, ""

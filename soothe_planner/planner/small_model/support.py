@@ -38,7 +38,7 @@ from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import LINE_LABEL, WHOLE_NUMBER, counts_found, is_model_step, path_key
 from soothe_planner.planner.small_model.grounding import answer_facts, words
 
-__all__ = ["common_words", "stated_count", "unsupported_facts"]
+__all__ = ["common_words", "other_sibling", "stated_count", "unsupported_facts"]
 
 Step = PlanStep | StepAction
 _MIN_FILES = 6  # fewer files than this tell nothing about which words are common
@@ -46,6 +46,7 @@ _MAX_FILES = 400
 _MAX_BYTES = 100_000  # of one file
 _MAX_TOTAL_BYTES = 4_000_000
 _SHORT = 4  # without a workspace to learn common words from, shorter words are taken as common
+_MAX_SIBLINGS = 200  # a folder with more files than this is not read for the files beside one
 
 
 def common_words(workspace: str | None) -> frozenset[str] | None:
@@ -225,3 +226,84 @@ def unsupported_facts(
     if not seen:
         return [], []
     return facts, list(dict.fromkeys(seen))
+
+
+def _sources(
+    fact: str, nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
+) -> set[str]:
+    """The workspace files whose lines, as the run's tool outputs gave them, hold ``fact``: a search
+    line's ``path:N:`` label, else the path the step read. An output of no one file (a listing, a
+    count) gives "" (a source that is no file)."""
+    by_id = {n.id: n for n in nodes}
+    pattern = re.compile(rf"(?<![\w.]){re.escape(fact)}(?![\w])", re.IGNORECASE)
+    out: set[str] = set()
+    for r in results:
+        step = by_id.get(r.step_id)
+        if step is None or not r.success or is_model_step(step) or not step.tool:
+            continue
+        cap = (capabilities or {}).get(step.tool)
+        if cap is not None and cap.writes_path_arg:
+            continue
+        own = path_key((step.args or {}).get("path"))
+        for raw in r.output.splitlines():
+            m = LINE_LABEL.match(raw)
+            text = raw[m.end():] if m else raw
+            if pattern.search(text):
+                out.add(path_key(m.group("path")) if m else own)
+    return out
+
+
+def _stem(name: str) -> str:
+    return os.path.basename(name).split(".", 1)[0].casefold()
+
+
+def other_sibling(
+    goal: str, deliverable: Deliverable | None, delivered: str, nodes: Sequence[Step], results: Sequence[StepResult],
+    capabilities: Mapping[str, Capability] | None, workspace: str | None, common: Collection[str] | None,
+) -> tuple[list[str], str, str] | None:
+    """``(the delivered facts, the file they came from, the file beside it the goal names)`` when every
+    fact of an answer (or file) that the tool outputs hold came only from one file, and the goal names
+    not that file but another file of its folder, by the name before its extension; None otherwise.
+
+    Measured on the embedded 1.5B, asked for the production database password, it read
+    ``config/staging.toml`` and answered the staging password (``config/production.toml`` says the
+    password is not kept in the files); every other check passed it, since the line it came from is
+    about a password. Files side by side in one folder, named for what sets them apart (production
+    and staging, de and en, 2023 and 2024), are the places a request picks one of: a fact from the
+    sibling it did not pick answers another question. Names are compared as whole words of the goal,
+    case aside, in any script; a name of fewer than four letters, or one most of the workspace's
+    files hold, says too little to pick a file and is not taken."""
+    if deliverable is None or deliverable.kind == "count" or workspace is None or not delivered.strip():
+        return None
+    asked = words(goal)
+    goal_folded = goal.casefold()
+    facts = [f for f in answer_facts(delivered) if f.casefold() not in goal_folded]
+    found = {f: _sources(f, nodes, results, capabilities) for f in facts}
+    found = {f: srcs for f, srcs in found.items() if srcs}
+    files = set().union(*found.values()) if found else set()
+    if len(files) != 1:
+        return None
+    (source,) = files
+    if not source or source in (".", "") or _stem(source) in asked or _mentions_path(goal, source):
+        return None
+    folder = os.path.join(workspace, os.path.dirname(source))
+    try:
+        names = sorted(os.listdir(folder))[:_MAX_SIBLINGS] if os.path.isdir(folder) else []
+    except OSError:
+        return None
+    for name in names:
+        stem = _stem(name)
+        if name == os.path.basename(source) or len(stem) < 4 or stem not in asked or (common and stem in common):
+            continue
+        if words(stem) != {stem} or not os.path.isfile(os.path.join(folder, name)):
+            continue
+        picked = path_key(os.path.join(os.path.dirname(source), name))
+        return list(found), source, picked
+    return None
+
+
+def _mentions_path(goal: str, path: str) -> bool:
+    """Whether ``goal`` writes ``path`` (or its file name) as a whole token, case aside."""
+    folded = goal.casefold()
+    return any(re.search(rf"(?<![\w./-]){re.escape(p.casefold())}(?![\w])", folded)
+               for p in {path, os.path.basename(path)} if p)
