@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.config.schema import SootheConfig
     from soothe_planner.execution import StepExecutor
+    from soothe_planner.execution.steps import ReplyCheck
     from soothe_planner.graph import Persistence, SealKey
     from soothe_planner.planner import LLMPlanner
 
@@ -281,7 +282,17 @@ def resolve_executor(
         read_only=config.execution.read_only_tools,
         calls=config.execution.step_calls,
         recover_text_tool_calls=config.execution.recover_text_tool_calls,
+        final_reply_check=_final_reply_check(config, agent_model),
     )
+
+
+def _final_reply_check(config: SootheConfig, model: Any) -> ReplyCheck | None:
+    """The small-model rules' check of a final answer step's reply (``small_model.echo.echo_reask``), or None:
+    on with ``planner.small_model_rules``, or where unset, when the model declares the rules or the
+    config's model is the embedded one."""
+    from soothe_planner.planner import echo_reask, small_model_rules_on
+
+    return echo_reask if small_model_rules_on(config.planner, model) or small_model_config(config) else None
 
 
 # --------------------------------------------------------------------------- a whole run

@@ -19,6 +19,10 @@ well hold JSON that looks like a call):
 - A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
   the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
+- With a ``final_reply_check`` (the small-model rules give ``small_model.echo.echo_reask``), the reply of a
+  model step whose text is the plan's answer or a write's content is checked, and a reply the check
+  flags (only the request's own words) gets one re-ask, shown that reply and the check's note;
+  the second reply stands, and is judged like any other.
 
 Other failure kinds decided here: ``policy_denied`` (a tool the executor lacks, or outside the
 plan's allow-list), ``tool_error`` (the tool raised, returned an error status, or its arguments
@@ -76,7 +80,12 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.dag import PlanManager
 
-__all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "StepOutput", "StepRunner", "step_kind"]
+__all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "ReplyCheck", "StepCalls", "StepKind", "StepOutput", "StepRunner",
+           "step_kind"]
+
+ReplyCheck = Callable[[str, str], str | None]
+"""``(goal, reply) -> re-ask note or None``: a check of the reply of a model step whose text is the
+plan's answer (or what a write writes); a note gets the step one re-ask with it (``final_reply_check``)."""
 
 def _phase(config: Mapping[str, Any], phase: str) -> dict[str, Any]:
     return {**config, "metadata": {**(config.get("metadata") or {}), "soothe_phase": phase}}
@@ -96,8 +105,10 @@ class StepRunner:
         calls: StepCalls,
         recover_text_tool_calls: bool = True,
         controller: ConcurrencyController | None = None,
+        final_reply_check: ReplyCheck | None = None,
     ) -> None:
         self.controller = controller
+        self.final_reply_check = final_reply_check
         self.tools = tools
         self.subagents = subagents
         self.remotes = remotes
@@ -209,7 +220,8 @@ class StepRunner:
     ) -> StepOutput:
         model = self._model("model_step", step, "names no tool or subagent, so it is a model step")
         task = self._task(step, completed, briefing, _ancestors(manager, step))
-        if _gives_the_final_text(manager, step):
+        final = _gives_the_final_text(manager, step)
+        if final:
             parts = manager.deliverable.parts if manager.deliverable is not None else []
             shown = manager.goal + ("\nIt asks for: " + "; ".join(parts) if parts else "")
             fence = fence_for(shown)
@@ -223,7 +235,23 @@ class StepRunner:
             raise
         except Exception as exc:
             raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        out = await self._settle(manager, step, reply, "model", (), config)
+        out = self._missing(step, await self._settle(manager, step, reply, "model", (), config))
+        note = self.final_reply_check(manager.goal, out.text) if (
+            self.final_reply_check is not None and final and not out.called) else None
+        if note:
+            # one re-ask, shown its reply: the check's reason is the only new thing it is told
+            messages = [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task), AIMessage(out.text), HumanMessage(note)]
+            try:
+                reply = await model.ainvoke(messages, config=_phase(config, "step-model"))  # type: ignore[arg-type]
+            except (asyncio.CancelledError, LLMBudgetExceeded):
+                raise
+            except Exception as exc:
+                raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
+            out = self._missing(step, await self._settle(manager, step, reply, "model", (), config))
+        return out
+
+    @staticmethod
+    def _missing(step: PlanStep, out: StepOutput) -> StepOutput:
         if out.text.lstrip().upper().startswith(MISSING_MARK):
             # the model said the data does not hold the answer: a step that found nothing did not
             # do its work, and what depends on it (a file to write) must not run on that sentence

@@ -55,7 +55,6 @@ __all__ = [
     "answer_facts",
     "checked_steps",
     "dropped_lines",
-    "echoed_goal",
     "gave_no_answer",
     "grounded_answer",
     "guard_note",
@@ -404,24 +403,6 @@ _TOKEN = re.compile(r"[^\W_]+")
 def words(text: str) -> set[str]:
     """``text``'s words, case aside: runs of letters or digits in any script (``_`` splits them)."""
     return {w.casefold() for w in _TOKEN.findall(text)}
-
-
-def echoed_goal(goal: str, decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
-    """Whether the final answer is made only of the goal's own words, and is not a choice between
-    the values the goal names ("which is longer, a.py or b.py?" answered "b.py" chooses).
-
-    "Which module imports the requests library?" answered "requests" adds nothing to the question.
-    Words are compared as tokens of any script, case aside; no word of any language is listed."""
-    answer = _final_answer(decision, results)
-    if not answer:
-        return False
-    said = words(answer)
-    asked = words(goal)
-    if not said or not said <= asked:
-        return False
-    options = [f.casefold() for f in answer_facts(goal)]
-    chosen = [f for f in answer_facts(answer) if f.casefold() in options]
-    return not (len(options) >= 2 and chosen)
 
 
 def gave_no_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
