@@ -41,6 +41,7 @@ sync twin of this module to keep in step with it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +83,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "ReplyCheck", "StepCalls", "StepKind", "StepOutput", "StepRunner",
            "step_kind"]
+
+logger = logging.getLogger(__name__)
 
 ReplyCheck = Callable[[str, str], str | None]
 """``(goal, reply) -> re-ask note or None``: a check of the reply of a model step whose text is the
@@ -248,6 +251,8 @@ class StepRunner:
             except Exception as exc:
                 raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
             out = self._missing(step, await self._settle(manager, step, reply, "model", (), config))
+            logger.warning("step %s: the final reply was refused by its check and asked once more; now: %r",
+                           step.id, out.text[:120])
         return out
 
     @staticmethod
