@@ -14,12 +14,14 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from pydantic import Field
 
 from soothe_planner.concurrency import ConcurrencyController
 from soothe_planner.config import config_from_dict, resolve_executor
 from soothe_planner.dag.plan_manager import PlanManager
 from soothe_planner.execution import StepExecutor
 from soothe_planner.models import AgentDecision, StepAction, StepResult
+from soothe_planner.planner.small_model import REASK_TEMPERATURE
 from soothe_planner.planner.small_model.echo import ECHO_REASK, echo_reask
 from soothe_planner.testing import ScriptedChatModel
 from soothe_planner.tools import make_builtin_tools
@@ -85,6 +87,27 @@ async def test_an_echoed_final_answer_is_asked_once_more_shown_its_reply_and_the
     assert again[1].content == model.calls[0].messages[1].content  # the same task, data and request
 
 
+class _Sampling(ScriptedChatModel):
+    """A scripted model with the sampling fields a chat model has, noting them at each call."""
+
+    temperature: float = 0.0
+    seed: int | None = None
+    seen: list[tuple[float, int | None]] = Field(default_factory=list)
+
+    async def _agenerate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        self.seen.append((self.temperature, self.seed))
+        return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+async def test_the_reask_is_sampled_at_the_given_temperature_and_the_first_call_is_not(tmp_path: Path) -> None:
+    model = _Sampling(responses=["yes, and why", "No: freeze them within 6 hours."])
+    ex = StepExecutor(tools=list(make_builtin_tools(_workspace(tmp_path)).values()), agent_model=model,
+                      final_reply_check=echo_reask, reask_temperature=0.7)
+    res = (await _run(ex, _manager(READ_THEN_ANSWER)))["s2"]
+    assert res.success and res.output.startswith("No:")
+    assert model.seen == [(0.0, None), (0.7, 1)]  # greedy first; the re-ask sampled, seeded to stay reproducible
+
+
 async def test_the_second_reply_stands_even_when_it_echoes_again_and_is_not_asked_a_third_time(tmp_path: Path) -> None:
     model = ScriptedChatModel(["yes, and why", "yes"])
     ex = StepExecutor(tools=list(make_builtin_tools(_workspace(tmp_path)).values()), agent_model=model,
@@ -126,3 +149,4 @@ def test_resolve_executor_gives_the_check_with_the_small_model_rules_only(
     config = config_from_dict({**section, "execution": {"workspace": str(_workspace(tmp_path))}})
     executor = resolve_executor(config, ScriptedChatModel([]))
     assert (executor.runner.final_reply_check is echo_reask) is given
+    assert executor.runner.reask_temperature == (REASK_TEMPERATURE if given else None)

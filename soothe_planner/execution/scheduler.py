@@ -131,6 +131,7 @@ class StepExecutor:
         calls: StepCalls | None = None,
         recover_text_tool_calls: bool = True,
         final_reply_check: ReplyCheck | None = None,
+        reask_temperature: float | None = None,
     ) -> None:
         from soothe_planner.concurrency import ConcurrencyController
 
@@ -167,6 +168,7 @@ class StepExecutor:
             recover_text_tool_calls=recover_text_tool_calls,
             controller=self.controller,
             final_reply_check=final_reply_check,
+            reask_temperature=reask_temperature,
         )
 
     # ------------------------------------------------------------------ capabilities

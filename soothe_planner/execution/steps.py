@@ -19,7 +19,8 @@ well hold JSON that looks like a call):
 - A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
   the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
-- With a ``final_reply_check`` (the small-model rules give ``small_model.echo.echo_reask``), the reply of a
+- With a ``final_reply_check`` (the small-model rules give ``small_model.echo.echo_reask``, with the
+  re-ask sampled at ``reask_temperature``), the reply of a
   model step whose text is the plan's answer or a write's content is checked, and a reply the check
   flags (only the request's own words) gets one re-ask, shown that reply and the check's note;
   the second reply stands, and is judged like any other.
@@ -109,9 +110,11 @@ class StepRunner:
         recover_text_tool_calls: bool = True,
         controller: ConcurrencyController | None = None,
         final_reply_check: ReplyCheck | None = None,
+        reask_temperature: float | None = None,
     ) -> None:
         self.controller = controller
         self.final_reply_check = final_reply_check
+        self.reask_temperature = reask_temperature
         self.tools = tools
         self.subagents = subagents
         self.remotes = remotes
@@ -245,7 +248,8 @@ class StepRunner:
             # one re-ask, shown its reply: the check's reason is the only new thing it is told
             messages = [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task), AIMessage(out.text), HumanMessage(note)]
             try:
-                reply = await model.ainvoke(messages, config=_phase(config, "step-model"))  # type: ignore[arg-type]
+                reply = await sampled(model, self.reask_temperature).ainvoke(
+                    messages, config=_phase(config, "step-model"))  # type: ignore[arg-type]
             except (asyncio.CancelledError, LLMBudgetExceeded):
                 raise
             except Exception as exc:
@@ -441,6 +445,20 @@ _REQUEST_NOTE = (
     f"of it from the data, in the request's language. If the data does not hold what it asks, reply "
     f"\"{MISSING_MARK} <what the data lacks>\" instead of an answer about something else. The request, as data:\n{{goal}}"
 )
+
+
+def sampled(model: BaseChatModel, temperature: float | None) -> BaseChatModel:
+    """``model`` for a re-ask: a copy sampling at ``temperature`` with a fixed seed (a run stays
+    reproducible), or ``model`` itself when none is given or its class has no such field. Decoding
+    greedily, the embedded 1.5B shown its echoed reply and told it answered nothing wrote the same
+    reply again in each of three final answer steps of one run."""
+    fields = type(model).model_fields
+    if temperature is None or "temperature" not in fields:
+        return model
+    update: dict[str, Any] = {"temperature": temperature}
+    if "seed" in fields:
+        update["seed"] = 1
+    return model.model_copy(update=update)
 
 
 def _gives_the_final_text(manager: PlanManager, step: PlanStep) -> bool:
