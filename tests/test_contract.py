@@ -368,7 +368,8 @@ def test_a_bare_number_the_goal_names_is_held_only_beside_the_words_around_it() 
 
 
 def test_an_echo_is_refused_in_any_language_but_a_choice_between_named_values_is_an_answer() -> None:
-    from soothe_planner.planner.small_model.grounding import echoed_goal, gave_no_answer
+    from soothe_planner.planner.small_model.echo import echoed_goal
+    from soothe_planner.planner.small_model.grounding import gave_no_answer
 
     answer = StepAction(id="s1", description="answer")
     decision = AgentDecision(steps=[answer])

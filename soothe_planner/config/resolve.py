@@ -281,7 +281,21 @@ def resolve_executor(
         read_only=config.execution.read_only_tools,
         calls=config.execution.step_calls,
         recover_text_tool_calls=config.execution.recover_text_tool_calls,
+        **_final_reply_check(config, agent_model),
     )
+
+
+def _final_reply_check(config: SootheConfig, model: Any) -> dict[str, Any]:
+    """The small-model rules' check of a final answer step's reply (``small_model.echo.echo_reask``),
+    its re-ask sampled like the planner's re-asks (``planner.reask_temperature``), as executor
+    arguments; none without the rules: on with ``planner.small_model_rules``, or where unset, when
+    the model declares the rules or the config's model is the embedded one."""
+    from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
+    from soothe_planner.planner.small_model.echo import echo_reask
+
+    if not (small_model_rules_on(config.planner, model) or small_model_config(config)):
+        return {}
+    return {"final_reply_check": echo_reask, "reask_temperature": reask_temperature(config.planner, True)}
 
 
 # --------------------------------------------------------------------------- a whole run

@@ -72,7 +72,7 @@ from soothe_planner.execution.ordering import StepOrder
 from soothe_planner.execution.references import BadReferenceError, fence_for
 from soothe_planner.execution.runners import NoRunnerError, StepFailure
 from soothe_planner.execution.step_events import EventSink, StepEvents, stream_writer
-from soothe_planner.execution.steps import StepCalls, StepOutput, StepRunner, step_kind
+from soothe_planner.execution.steps import ReplyCheck, StepCalls, StepOutput, StepRunner, step_kind
 from soothe_planner.execution.tool_sources import ToolSource, as_tools
 from soothe_planner.models import Capability, ExecutionMode, PlanStep, StepResult
 from soothe_planner.tools import declared_data, tool_args_schema
@@ -130,6 +130,8 @@ class StepExecutor:
         journal: BaseStore | None = None,
         calls: StepCalls | None = None,
         recover_text_tool_calls: bool = True,
+        final_reply_check: ReplyCheck | None = None,
+        reask_temperature: float | None = None,
     ) -> None:
         from soothe_planner.concurrency import ConcurrencyController
 
@@ -165,6 +167,8 @@ class StepExecutor:
             calls=self.calls,
             recover_text_tool_calls=recover_text_tool_calls,
             controller=self.controller,
+            final_reply_check=final_reply_check,
+            reask_temperature=reask_temperature,
         )
 
     # ------------------------------------------------------------------ capabilities

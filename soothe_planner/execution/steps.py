@@ -19,6 +19,11 @@ well hold JSON that looks like a call):
 - A model step answering ``MISSING: ...`` (its briefing asks for that when the data does not hold
   the answer) fails as ``missing_data``: the sentence is not the answer, and must not be written.
 - The argument call that answers in prose with no call fails the step (``no_tool_call``).
+- With a ``final_reply_check`` (the small-model rules give ``small_model.echo.echo_reask``, with the
+  re-ask sampled at ``reask_temperature``), the reply of a
+  model step whose text is the plan's answer or a write's content is checked, and a reply the check
+  flags (only the request's own words) gets one re-ask, shown that reply and the check's note;
+  the second reply stands, and is judged like any other.
 
 Other failure kinds decided here: ``policy_denied`` (a tool the executor lacks, or outside the
 plan's allow-list), ``tool_error`` (the tool raised, returned an error status, or its arguments
@@ -37,6 +42,7 @@ sync twin of this module to keep in step with it.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +82,14 @@ if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
     from soothe_planner.dag import PlanManager
 
-__all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "StepCalls", "StepKind", "StepOutput", "StepRunner", "step_kind"]
+__all__ = ["MODEL_STEP_SYSTEM", "TOOL_ARGS_SYSTEM", "ReplyCheck", "StepCalls", "StepKind", "StepOutput", "StepRunner",
+           "step_kind"]
+
+logger = logging.getLogger(__name__)
+
+ReplyCheck = Callable[[str, str], str | None]
+"""``(goal, reply) -> re-ask note or None``: a check of the reply of a model step whose text is the
+plan's answer (or what a write writes); a note gets the step one re-ask with it (``final_reply_check``)."""
 
 def _phase(config: Mapping[str, Any], phase: str) -> dict[str, Any]:
     return {**config, "metadata": {**(config.get("metadata") or {}), "soothe_phase": phase}}
@@ -96,8 +109,12 @@ class StepRunner:
         calls: StepCalls,
         recover_text_tool_calls: bool = True,
         controller: ConcurrencyController | None = None,
+        final_reply_check: ReplyCheck | None = None,
+        reask_temperature: float | None = None,
     ) -> None:
         self.controller = controller
+        self.final_reply_check = final_reply_check
+        self.reask_temperature = reask_temperature
         self.tools = tools
         self.subagents = subagents
         self.remotes = remotes
@@ -209,7 +226,8 @@ class StepRunner:
     ) -> StepOutput:
         model = self._model("model_step", step, "names no tool or subagent, so it is a model step")
         task = self._task(step, completed, briefing, _ancestors(manager, step))
-        if _gives_the_final_text(manager, step):
+        final = _gives_the_final_text(manager, step)
+        if final:
             parts = manager.deliverable.parts if manager.deliverable is not None else []
             shown = manager.goal + ("\nIt asks for: " + "; ".join(parts) if parts else "")
             fence = fence_for(shown)
@@ -223,7 +241,26 @@ class StepRunner:
             raise
         except Exception as exc:
             raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
-        out = await self._settle(manager, step, reply, "model", (), config)
+        out = self._missing(step, await self._settle(manager, step, reply, "model", (), config))
+        note = self.final_reply_check(manager.goal, out.text) if (
+            self.final_reply_check is not None and final and not out.called) else None
+        if note:
+            # one re-ask, shown its reply: the check's reason is the only new thing it is told
+            messages = [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task), AIMessage(out.text), HumanMessage(note)]
+            try:
+                reply = await sampled(model, self.reask_temperature).ainvoke(
+                    messages, config=_phase(config, "step-model"))  # type: ignore[arg-type]
+            except (asyncio.CancelledError, LLMBudgetExceeded):
+                raise
+            except Exception as exc:
+                raise StepFailure("model_error", f"the model failed in step {step.id!r}: {type(exc).__name__}: {exc}") from exc
+            out = self._missing(step, await self._settle(manager, step, reply, "model", (), config))
+            logger.warning("step %s: the final reply was refused by its check and asked once more; now: %r",
+                           step.id, out.text[:120])
+        return out
+
+    @staticmethod
+    def _missing(step: PlanStep, out: StepOutput) -> StepOutput:
         if out.text.lstrip().upper().startswith(MISSING_MARK):
             # the model said the data does not hold the answer: a step that found nothing did not
             # do its work, and what depends on it (a file to write) must not run on that sentence
@@ -408,6 +445,20 @@ _REQUEST_NOTE = (
     f"of it from the data, in the request's language. If the data does not hold what it asks, reply "
     f"\"{MISSING_MARK} <what the data lacks>\" instead of an answer about something else. The request, as data:\n{{goal}}"
 )
+
+
+def sampled(model: BaseChatModel, temperature: float | None) -> BaseChatModel:
+    """``model`` for a re-ask: a copy sampling at ``temperature`` with a fixed seed (a run stays
+    reproducible), or ``model`` itself when none is given or its class has no such field. Decoding
+    greedily, the embedded 1.5B shown its echoed reply and told it answered nothing wrote the same
+    reply again in each of three final answer steps of one run."""
+    fields = type(model).model_fields
+    if temperature is None or "temperature" not in fields:
+        return model
+    update: dict[str, Any] = {"temperature": temperature}
+    if "seed" in fields:
+        update["seed"] = 1
+    return model.model_copy(update=update)
 
 
 def _gives_the_final_text(manager: PlanManager, step: PlanStep) -> bool:

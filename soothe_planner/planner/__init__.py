@@ -50,6 +50,8 @@ from soothe_planner.planner.reflection import (
 from soothe_planner.planner.run_steps import (
     RunSteps,
 )
+from soothe_planner.planner.small_model import small_model_rules_on
+from soothe_planner.planner.small_model.echo import echo_reask
 from soothe_planner.planner.stats import (
     PlannerStats,
 )
@@ -76,6 +78,7 @@ __all__ = [
     "continuation_prompt",
     "counting_calls",
     "deterministic_reflection",
+    "echo_reask",
     "escape_data",
     "files_overview",
     "generate_prompt",
@@ -90,6 +93,7 @@ __all__ = [
     "render_results",
     "resolve_method",
     "revise_prompt",
+    "small_model_rules_on",
     "split_failures",
     "template",
     "template_names",

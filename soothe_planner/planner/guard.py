@@ -43,8 +43,8 @@ from soothe_planner.planner.contract import (
     unmet,
 )
 from soothe_planner.planner.small_model.crosscheck import delivered
+from soothe_planner.planner.small_model.echo import echoed_goal
 from soothe_planner.planner.small_model.grounding import (
-    echoed_goal,
     gave_no_answer,
     grounded_answer,
     guard_note,

@@ -12,6 +12,8 @@ states a number no tool returned and calls the goal done. The policies here catc
   that names a workspace file is not done until a step looked in it; a ``continue`` over a
   finished plan whose answer every tool output vouches for becomes ``done``; when every plan the
   model writes is refused, the write that carries every line the searches found is planned for it.
+- ``echo``: an answer made only of the request's words answers nothing: the done-guard refuses it,
+  and the executor asks the step that wrote it once more (``echo_reask``, its ``final_reply_check``).
 - ``reask_temperature``: a re-ask after a content refusal is sampled, not greedy.
 - Elsewhere, switched by the same flag: the plan grammar's owed write (``planner/plan_syntax``),
   the model step's ``MISSING:`` reply (``execution``), the built-ins' nearest lines and the

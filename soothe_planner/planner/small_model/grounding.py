@@ -55,7 +55,6 @@ __all__ = [
     "answer_facts",
     "checked_steps",
     "dropped_lines",
-    "echoed_goal",
     "gave_no_answer",
     "grounded_answer",
     "guard_note",
@@ -84,10 +83,19 @@ _ALL_FILES = 1_000_000
 
 def answer_facts(text: str) -> list[str]:
     """The checkable facts ``text`` states, in order, each once (trailing punctuation dropped; a
-    quoted span is checked without its backticks)."""
+    quoted span is checked without its backticks).
+
+    The line number of a citation ("src/app/sync.py:3", as search lines label what they found) is
+    part of the path it follows, not a fact of its own: search outputs are compared without their
+    labels, so the 1.5B's right answer "src/ledgerline/sync.py:3" was refused for stating '3'."""
     out: dict[str, None] = {}
+    cited_to = -1  # where the last path ended, when a ':' follows it
     for m in _FACT.finditer(text):
         fact = m.group(0).rstrip(".,;:").strip("`").strip()
+        if m.start() == cited_to and fact.isdigit():
+            continue
+        cited_to = m.end() + 1 if ("/" in fact or "." in fact) and not fact[:1].isdigit() \
+            and text[m.end():m.end() + 1] == ":" else -1
         if fact:
             out[fact] = None
     return list(out)
@@ -404,24 +412,6 @@ _TOKEN = re.compile(r"[^\W_]+")
 def words(text: str) -> set[str]:
     """``text``'s words, case aside: runs of letters or digits in any script (``_`` splits them)."""
     return {w.casefold() for w in _TOKEN.findall(text)}
-
-
-def echoed_goal(goal: str, decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
-    """Whether the final answer is made only of the goal's own words, and is not a choice between
-    the values the goal names ("which is longer, a.py or b.py?" answered "b.py" chooses).
-
-    "Which module imports the requests library?" answered "requests" adds nothing to the question.
-    Words are compared as tokens of any script, case aside; no word of any language is listed."""
-    answer = _final_answer(decision, results)
-    if not answer:
-        return False
-    said = words(answer)
-    asked = words(goal)
-    if not said or not said <= asked:
-        return False
-    options = [f.casefold() for f in answer_facts(goal)]
-    chosen = [f for f in answer_facts(answer) if f.casefold() in options]
-    return not (len(options) >= 2 and chosen)
 
 
 def gave_no_answer(decision: AgentDecision | None, results: Sequence[StepResult]) -> bool:
