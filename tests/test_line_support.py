@@ -16,7 +16,12 @@ from soothe_planner.models import (
     StepResult,
 )
 from soothe_planner.planner.guard import guard_assessment
-from soothe_planner.planner.small_model.support import common_words, other_sibling, unsupported_facts
+from soothe_planner.planner.small_model.support import (
+    common_words,
+    other_sibling,
+    unsupported_facts,
+    unsupported_parts,
+)
 from soothe_planner.tools import make_builtin_tools
 
 CONTACTS = ("# Team contacts, 2024\n\n| Name | Role | Email |\n|------|------|-------|\n"
@@ -216,3 +221,45 @@ def test_the_guard_refuses_a_done_whose_facts_come_from_the_file_beside_the_name
     a, _ = guard_assessment("What is the staging database password?", done, Deliverable(kind="answer"),
                             AgentDecision(steps=steps), nodes, results, caps, ws, **kwargs)
     assert a.status == "done"
+
+
+# ------------------------------------------------------------------ each part of the request stands on its own line
+
+LOGGING = "level: info\nrotate:\n  max_size_mb: 100\n  max_backups: 7\n"
+BACKUP = 'UPLOAD_BUCKET="s3://tidewater-backups/prod"  # dumps are uploaded here\nRETENTION_DAYS=14\n'
+
+
+def _parts(goal: str, parts: list[str], delivered: str, *read: tuple[StepAction, StepResult]) -> list[str]:
+    return unsupported_parts(goal, Deliverable(kind="answer", parts=parts), delivered, [s for s, _ in read],
+                             [r for _, r in read], None, None)
+
+
+def test_a_part_whose_fact_came_from_a_line_about_another_part_is_unsupported() -> None:
+    goal = "Where do the database backups get uploaded, and how many days are they kept?"
+    parts = ["where the database backups get uploaded", "how many days they are kept"]
+    logging_yaml = _read("s1", "config/logging.yaml", LOGGING)
+    script = _read("s2", "scripts/backup_db.sh", BACKUP)
+    # the 7 sits on a line about backups, not about days: the second part stands on nothing
+    assert _parts(goal, parts, "s3://tidewater-backups/prod, kept 7 days", logging_yaml, script) == [parts[1]]
+    # the retention's line holds "days": each part has its line
+    assert _parts(goal, parts, "s3://tidewater-backups/prod, kept 14 days", logging_yaml, script) == []
+
+
+def test_parts_are_judged_in_the_requests_language_and_a_part_about_form_is_not() -> None:
+    goal = "Wohin werden die Sicherungen der Datenbank hochgeladen, und wie viele Tage werden sie aufbewahrt?"
+    parts = ["wohin die Sicherungen hochgeladen werden", "wie viele Tage sie aufbewahrt werden"]
+    protokoll = _read("s1", "konfig/protokoll.yaml", "stufe: info\nrotation:\n  max_sicherungen: 7\n")
+    skript = _read("s2", "skripte/sicherung.sh",
+                   'ZIEL="s3://gezeiten-sicherungen/prod"  # die Sicherungen, hierhin hochgeladen\n'
+                   "AUFBEWAHRUNG_TAGE=14\n")
+    assert _parts(goal, parts, "s3://gezeiten-sicherungen/prod, 7 Tage", protokoll, skript) == [parts[1]]
+    assert _parts(goal, parts, "s3://gezeiten-sicherungen/prod, 14 Tage", protokoll, skript) == []
+    # a German part over English files shares no word with any line: it is not judged (no refusal)
+    assert _parts(goal, parts, "s3://tidewater-backups/prod, 7 Tage", _read("s1", "config/logging.yaml", LOGGING),
+                  _read("s2", "scripts/backup_db.sh", BACKUP)) == []
+    # "as a markdown table" is held by no output line: a part about the delivery's form is not judged
+    rates = _read("s1", "config/berth_classes.json", '{"name": "dinghy", "max_length_m": 5, "nightly_rate": 38}')
+    assert _parts("Copy the berth classes into RATES.md as a markdown table", ["berth classes", "as a markdown table"],
+                  "| name | rate |\n| dinghy | 38 |", rates) == []
+    # one part: unsupported_facts' rule (one fact enough) is the whole check
+    assert _parts(goal, ["how many days they are kept"], "7", _read("s1", "config/logging.yaml", LOGGING)) == []

@@ -61,6 +61,7 @@ from soothe_planner.planner.small_model.support import (
     other_sibling,
     stated_count,
     unsupported_facts,
+    unsupported_parts,
 )
 
 __all__ = ["assessed_deliverable", "guard_assessment"]
@@ -135,6 +136,11 @@ def guard_assessment(
                         f"the request ({'; '.join(repr(x[:80]) for x in lines[:2])}): they are about something else; find "
                         "the line that states what the goal asks, or answer that the workspace does not say")
                 else:
+                    parts = unsupported_parts(goal, deliverable, given, nodes, results, capabilities, common)
+                    if parts:
+                        reasons.append(
+                            f"no fact of what was delivered comes from a line about {'; '.join(repr(p) for p in parts[:3])}: "
+                            "find the line that states it, or say that the workspace does not")
                     other = other_sibling(goal, deliverable, given, nodes, results, capabilities, workspace, common)
                     if other is not None:
                         reasons.append(
