@@ -290,8 +290,7 @@ def _final_reply_check(config: SootheConfig, model: Any) -> dict[str, Any]:
     its re-ask sampled like the planner's re-asks (``planner.reask_temperature``), as executor
     arguments; none without the rules: on with ``planner.small_model_rules``, or where unset, when
     the model declares the rules or the config's model is the embedded one."""
-    from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
-    from soothe_planner.planner.small_model.echo import echo_reask
+    from soothe_planner.planner import echo_reask, reask_temperature, small_model_rules_on
 
     if not (small_model_rules_on(config.planner, model) or small_model_config(config)):
         return {}

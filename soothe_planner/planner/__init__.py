@@ -50,7 +50,7 @@ from soothe_planner.planner.reflection import (
 from soothe_planner.planner.run_steps import (
     RunSteps,
 )
-from soothe_planner.planner.small_model import small_model_rules_on
+from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
 from soothe_planner.planner.small_model.echo import echo_reask
 from soothe_planner.planner.stats import (
     PlannerStats,
@@ -87,6 +87,7 @@ __all__ = [
     "latest_results",
     "new_results",
     "raw_text_of",
+    "reask_temperature",
     "reflect_prompt",
     "render_assessment",
     "render_capabilities",
