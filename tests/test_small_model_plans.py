@@ -223,9 +223,6 @@ def test_facts_are_the_tokens_a_model_cannot_paraphrase() -> None:
     # names of capitalised words, quoted commands and flags are facts too, in any script with case
     assert answer_facts("Page Dariusz Mensah, or run `harbor export --format csv`; or --dry-run.") == [
         "Page Dariusz Mensah", "harbor export --format csv", "--dry-run"]
-    # a line cited after its path belongs to the path; a number after a colon elsewhere is a fact
-    assert answer_facts("src/ledgerline/sync.py:3 und notes.md:12") == ["src/ledgerline/sync.py", "notes.md"]
-    assert answer_facts("Uhrzeit 10:30, Port: 8080") == ["10", "30", "8080"]
 
 
 def test_an_answer_copied_from_a_tool_output_is_grounded_and_a_computed_one_is_not() -> None:

@@ -83,19 +83,10 @@ _ALL_FILES = 1_000_000
 
 def answer_facts(text: str) -> list[str]:
     """The checkable facts ``text`` states, in order, each once (trailing punctuation dropped; a
-    quoted span is checked without its backticks).
-
-    The line number of a citation ("src/app/sync.py:3", as search lines label what they found) is
-    part of the path it follows, not a fact of its own: search outputs are compared without their
-    labels, so the 1.5B's right answer "src/ledgerline/sync.py:3" was refused for stating '3'."""
+    quoted span is checked without its backticks)."""
     out: dict[str, None] = {}
-    cited_to = -1  # where the last path ended, when a ':' follows it
     for m in _FACT.finditer(text):
         fact = m.group(0).rstrip(".,;:").strip("`").strip()
-        if m.start() == cited_to and fact.isdigit():
-            continue
-        cited_to = m.end() + 1 if ("/" in fact or "." in fact) and not fact[:1].isdigit() \
-            and text[m.end():m.end() + 1] == ":" else -1
         if fact:
             out[fact] = None
     return list(out)
