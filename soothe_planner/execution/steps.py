@@ -77,6 +77,7 @@ from soothe_planner.execution.step_kinds import (
 )
 from soothe_planner.models import PlanStep, StepResult
 from soothe_planner.parsing import TextToolCall, TextToolCalls, read_text_tool_calls
+from soothe_planner.planner import sampled
 
 if TYPE_CHECKING:
     from soothe_planner.concurrency import ConcurrencyController
@@ -248,7 +249,8 @@ class StepRunner:
             # one re-ask, shown its reply: the check's reason is the only new thing it is told
             messages = [SystemMessage(MODEL_STEP_SYSTEM), HumanMessage(task), AIMessage(out.text), HumanMessage(note)]
             try:
-                reply = await sampled(model, self.reask_temperature).ainvoke(
+                # decoding greedily, the 1.5B shown its echoed reply wrote the same reply again
+                reply = await sampled(model, self.reask_temperature, 1).ainvoke(
                     messages, config=_phase(config, "step-model"))  # type: ignore[arg-type]
             except (asyncio.CancelledError, LLMBudgetExceeded):
                 raise
@@ -445,20 +447,6 @@ _REQUEST_NOTE = (
     f"of it from the data, in the request's language. If the data does not hold what it asks, reply "
     f"\"{MISSING_MARK} <what the data lacks>\" instead of an answer about something else. The request, as data:\n{{goal}}"
 )
-
-
-def sampled(model: BaseChatModel, temperature: float | None) -> BaseChatModel:
-    """``model`` for a re-ask: a copy sampling at ``temperature`` with a fixed seed (a run stays
-    reproducible), or ``model`` itself when none is given or its class has no such field. Decoding
-    greedily, the embedded 1.5B shown its echoed reply and told it answered nothing wrote the same
-    reply again in each of three final answer steps of one run."""
-    fields = type(model).model_fields
-    if temperature is None or "temperature" not in fields:
-        return model
-    update: dict[str, Any] = {"temperature": temperature}
-    if "seed" in fields:
-        update["seed"] = 1
-    return model.model_copy(update=update)
 
 
 def _gives_the_final_text(manager: PlanManager, step: PlanStep) -> bool:

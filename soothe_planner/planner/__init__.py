@@ -50,7 +50,7 @@ from soothe_planner.planner.reflection import (
 from soothe_planner.planner.run_steps import (
     RunSteps,
 )
-from soothe_planner.planner.small_model import reask_temperature, small_model_rules_on
+from soothe_planner.planner.small_model import reask_temperature, sampled, small_model_rules_on
 from soothe_planner.planner.small_model.echo import echo_reask
 from soothe_planner.planner.stats import (
     PlannerStats,
@@ -94,6 +94,7 @@ __all__ = [
     "render_results",
     "resolve_method",
     "revise_prompt",
+    "sampled",
     "small_model_rules_on",
     "split_failures",
     "template",

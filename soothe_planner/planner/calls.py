@@ -45,6 +45,7 @@ from soothe_planner.planner.ladder import Ladder, Outcome, raw_text_of
 from soothe_planner.planner.output_caps import OutputCaps
 from soothe_planner.planner.prompts.profiles import schema_for
 from soothe_planner.planner.request_path import OUTER_TALLY, Method, Tally, counting_calls
+from soothe_planner.planner.small_model import sampled
 from soothe_planner.planner.stats import PlannerStats
 from soothe_planner.planner.transport import is_transport_error, transport_retrying
 
@@ -120,13 +121,8 @@ class Caller:
     def reask_model(self, model: BaseChatModel, attempt: int) -> BaseChatModel:
         """``model`` for re-ask ``attempt`` after a content refusal: sampled at ``reask_temperature``
         with a seed per attempt (a run stays reproducible), or itself when unset or not settable."""
-        fields = type(model).model_fields
-        if self.reask_temperature is None or "temperature" not in fields:
-            return model
-        update: dict[str, Any] = {"temperature": self.reask_temperature}
-        if "seed" in fields:
-            update["seed"] = attempt + 1
-        return model.model_copy(update=update)
+        return sampled(model, self.reask_temperature, attempt + 1)
+
     def bound(self, model: BaseChatModel, schema: type[BaseModel], method: Method) -> Runnable[Any, Any]:
         """``model.with_structured_output(schema, method=..., include_raw=True)``, built once."""
         key = (id(model), schema, method)

@@ -27,10 +27,13 @@ none of this unless configured. No model name is looked at.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
 
 from soothe_planner.models import PlannerSettings
 
-__all__ = ["REASK_TEMPERATURE", "SMALL_MODEL_KEY", "reask_temperature", "small_model_rules_on"]
+__all__ = ["REASK_TEMPERATURE", "SMALL_MODEL_KEY", "reask_temperature", "sampled", "small_model_rules_on"]
 
 REASK_TEMPERATURE = 0.7
 """A re-ask after a content refusal is sampled at this temperature with the small-model rules: the
@@ -55,3 +58,15 @@ def reask_temperature(settings: PlannerSettings, small_model: bool) -> float | N
     if settings.reask_temperature is not None:
         return settings.reask_temperature
     return REASK_TEMPERATURE if small_model else None
+
+
+def sampled(model: BaseChatModel, temperature: float | None, seed: int) -> BaseChatModel:
+    """``model`` for a re-ask: a copy sampling at ``temperature`` with ``seed`` (a run stays
+    reproducible), or ``model`` itself when no temperature is given or its class has no such field."""
+    fields = type(model).model_fields
+    if temperature is None or "temperature" not in fields:
+        return model
+    update: dict[str, Any] = {"temperature": temperature}
+    if "seed" in fields:
+        update["seed"] = seed
+    return model.model_copy(update=update)

@@ -147,9 +147,20 @@ def _tool_lines(
 ) -> tuple[list[tuple[str, str, set[str]]], set[str]]:
     """``(every line of the run's tool outputs, as _context_lines gives it; the words the tools were given)``:
     writes left out (they echo what was delivered), model steps too (their text is the planner's own)."""
-    by_id = {n.id: n for n in nodes}
     lines: list[tuple[str, str, set[str]]] = []
     given: set[str] = set()
+    for step, r in _tool_results(nodes, results, capabilities):
+        given |= words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
+        lines.extend(_context_lines(step, r))
+    return lines, given
+
+
+def _tool_results(
+    nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
+) -> Iterator[tuple[Step, StepResult]]:
+    """The run's tool steps that succeeded, with their results: writes left out (they echo what was
+    delivered), model steps too (their text is the planner's own)."""
+    by_id = {n.id: n for n in nodes}
     for r in results:
         step = by_id.get(r.step_id)
         if step is None or not r.success or is_model_step(step) or not step.tool:
@@ -157,9 +168,7 @@ def _tool_lines(
         cap = (capabilities or {}).get(step.tool)
         if cap is not None and cap.writes_path_arg:
             continue
-        given |= words(" ".join(str(v) for v in (step.args or {}).values() if isinstance(v, str)))
-        lines.extend(_context_lines(step, r))
-    return lines, given
+        yield step, r
 
 
 def stated_count(
@@ -234,16 +243,9 @@ def _sources(
     """The workspace files whose lines, as the run's tool outputs gave them, hold ``fact``: a search
     line's ``path:N:`` label, else the path the step read. An output of no one file (a listing, a
     count) gives "" (a source that is no file)."""
-    by_id = {n.id: n for n in nodes}
     pattern = re.compile(rf"(?<![\w.]){re.escape(fact)}(?![\w])", re.IGNORECASE)
     out: set[str] = set()
-    for r in results:
-        step = by_id.get(r.step_id)
-        if step is None or not r.success or is_model_step(step) or not step.tool:
-            continue
-        cap = (capabilities or {}).get(step.tool)
-        if cap is not None and cap.writes_path_arg:
-            continue
+    for step, r in _tool_results(nodes, results, capabilities):
         own = path_key((step.args or {}).get("path"))
         for raw in r.output.splitlines():
             m = LINE_LABEL.match(raw)
@@ -284,7 +286,8 @@ def other_sibling(
     if len(files) != 1:
         return None
     (source,) = files
-    if not source or source in (".", "") or _stem(source) in asked or _mentions_path(goal, source):
+    # a goal that writes the file's name or path holds its stem as a word: that file was asked for
+    if not source or source in (".", "") or _stem(source) in asked:
         return None
     folder = os.path.join(workspace, os.path.dirname(source))
     try:
@@ -300,13 +303,6 @@ def other_sibling(
         picked = path_key(os.path.join(os.path.dirname(source), name))
         return list(found), source, picked
     return None
-
-
-def _mentions_path(goal: str, path: str) -> bool:
-    """Whether ``goal`` writes ``path`` (or its file name) as a whole token, case aside."""
-    folded = goal.casefold()
-    return any(re.search(rf"(?<![\w./-]){re.escape(p.casefold())}(?![\w])", folded)
-               for p in {path, os.path.basename(path)} if p)
 
 
 def unsupported_parts(
