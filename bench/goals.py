@@ -29,6 +29,12 @@ raw final answer, the checks and the reason, so a reader can audit every verdict
 ``summary`` (``summarise``). A single run of a single suite also keeps the earlier layout's
 top-level ``goals`` and ``totals``. A Markdown report goes to stdout.
 
+``--keep-state DIR`` also writes, per goal per run, what the checks before ``done`` read at the run's
+end (ours' plan manager and decision, the files its deliverable names as left in the copy) to
+``DIR/r<run>-<suite>-<goal>.json``: ``python -m bench.guard_replay DIR`` replays today's checks over
+them, so a new check is weighed on recorded runs before a model run. These files stay out of the
+results: they are large, and they are inputs, not figures.
+
 ``--scripted`` runs no model at all: scripted actors (``bench/goals_scripted.py``) whose outcome is
 known go through the real strategy and the real scoring, and the run checks that the harness
 scored each as it must (exit 1 if not); each actor's section has the layout above. It is what CI
@@ -51,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -100,8 +107,11 @@ def config_for(config: Any, workspace: Path) -> Any:
 
 
 async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: Any,
-                   max_seconds: float | None = None) -> dict[str, Any]:
-    """Run one goal on a fresh copy of the workspace and score it; the record is plain data."""
+                   max_seconds: float | None = None, keep_state: Path | None = None) -> dict[str, Any]:
+    """Run one goal on a fresh copy of the workspace and score it; the record is plain data.
+
+    With ``keep_state`` (a file path), what the checks before ``done`` read at the end of the run
+    goes there too (``kept_state``), for ``bench/guard_replay.py``."""
     run = STRATEGIES[strategy]
     with tempfile.TemporaryDirectory(prefix=f"goal-{goal.id[:40]}-") as tmp:
         copy = Path(tmp) / "workspace"
@@ -130,7 +140,11 @@ async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: 
             outcome = RunOutcome("timeout", outcome.answer, "timeout", {**outcome.detail, "overran": outcome.status})
         broken = violations(before, snapshot(copy), goal.allowed_paths)
         checks = evaluate(goal, outcome.answer, copy)
-    verdict = judge(outcome.status, outcome.error, checks, broken, expect=goal.expect, raised=raised)
+        verdict = judge(outcome.status, outcome.error, checks, broken, expect=goal.expect, raised=raised)
+        if keep_state is not None and outcome.state is not None:
+            kept = kept_state(goal, suite, outcome, verdict.outcome, copy)
+            keep_state.parent.mkdir(parents=True, exist_ok=True)
+            keep_state.write_text(json.dumps(kept, ensure_ascii=False), encoding="utf-8")
     return {
         "id": goal.id,
         "goal": goal.text,
@@ -148,12 +162,34 @@ async def run_goal(goal: Goal, suite: Suite, strategy: str, config: Any, model: 
     }
 
 
+def kept_state(goal: Goal, suite: Suite, outcome: RunOutcome, verdict: str, copy: Path) -> dict[str, Any]:
+    """One run's end as the checks before ``done`` read it: the strategy's ``state``, the goal, the
+    verdict, and the text of each file the deliverable or the goal's checks name, as the run left
+    it in its copy (``None``: absent; the rest of the workspace is the suite's own, unchanged or a
+    violation)."""
+    declared = (outcome.state or {}).get("plan_manager") or {}
+    files = [*(((declared.get("deliverable") or {}).get("files")) or []),
+             *(c.path for c in goal.checks if c.kind == "file")]
+    left: dict[str, str | None] = {}
+    for name in dict.fromkeys(files):
+        path = copy / name
+        try:
+            left[name] = path.read_text(encoding="utf-8") if path.is_file() else None
+        except (OSError, UnicodeDecodeError):
+            left[name] = None
+    return {"suite": suite.name, "suite_root": str(suite.root), "workspace": str(suite.workspace), "goal_id": goal.id, "goal": goal.text,
+            "outcome": verdict, "status": outcome.status, "answer": outcome.answer, "files": left,
+            **(outcome.state or {})}
+
+
 async def run_goals(goals: list[Goal], suite: Suite, strategy: str, config: Any, model: Any,
                     max_seconds: float | None, records: list[dict[str, Any]], *, echo: bool = False,
-                    prefix: str = "") -> None:
-    """Run ``goals`` in order, appending each record to ``records`` as it finishes (kept if interrupted)."""
+                    prefix: str = "", keep_state: Path | None = None, run: int = 1) -> None:
+    """Run ``goals`` in order, appending each record to ``records`` as it finishes (kept if interrupted).
+    With ``keep_state`` (a folder), each run's end goes to ``<folder>/r<run>-<suite>-<goal>.json``."""
     for goal in goals:
-        record = await run_goal(goal, suite, strategy, config, model, max_seconds)
+        where = keep_state / f"r{run}-{suite.name}-{goal.id}.json" if keep_state is not None else None
+        record = await run_goal(goal, suite, strategy, config, model, max_seconds, where)
         records.append(record)
         if echo:
             print(f"· {prefix}{goal.id}: {record['outcome']} in {record['wall_s']:.1f} s, {record['llm_calls']} calls"
@@ -170,7 +206,7 @@ class Selection:
 
 async def run_repeats(selections: list[Selection], strategy: str, config: Any, model_for: Callable[[Selection], Any],
                       max_seconds: float | None, repeats: int, runs: list[dict[str, Any]], *,
-                      echo: bool = False) -> None:
+                      echo: bool = False, keep_state: Path | None = None) -> None:
     """Run every selection ``repeats`` times, appending each run to ``runs`` as it starts (kept if interrupted).
 
     A run is ``{"run": i, "complete": bool, "suites": {name: {"goals": [records], "totals": {...}}}}``;
@@ -184,7 +220,7 @@ async def run_repeats(selections: list[Selection], strategy: str, config: Any, m
             entry = run["suites"][sel.suite.name] = {"goals": records}
             prefix = (f"run {i}/{repeats} " if repeats > 1 else "") + (f"{sel.suite.name}/" if len(selections) > 1 else "")
             await run_goals(sel.goals, sel.suite, strategy, config, model_for(sel), max_seconds, records,
-                            echo=echo, prefix=prefix)
+                            echo=echo, prefix=prefix, keep_state=keep_state, run=i)
             entry["totals"] = totals(records)
         run["complete"] = True
 
@@ -204,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-seconds", type=float, default=None, help="bound on each goal's wall time")
     p.add_argument("--scripted", action="store_true", help="no model: scripted actors check the harness")
     p.add_argument("--results-dir", default=str(RESULTS_DIR), help="where the results JSON goes")
+    p.add_argument("--keep-state", metavar="DIR", default=None,
+                   help="also write each run's end (plan manager, decision, delivered files) to DIR, one file per "
+                        "goal per run, for `python -m bench.guard_replay DIR` (ours only; never in the results)")
     return p
 
 
@@ -272,7 +311,8 @@ async def _scripted(args: argparse.Namespace, selections: list[Selection], confi
         section: dict[str, Any] = {"summary": None, "runs": []}
         out["actors"][actor] = section
         await run_repeats(selections, args.strategy, config, lambda sel, a=actor: actor_model(sel.goals, a),
-                          args.max_seconds, args.repeats, section["runs"])
+                          args.max_seconds, args.repeats, section["runs"],
+                          keep_state=Path(args.keep_state) / actor if args.keep_state else None)
         close_section(section, single=args.repeats == 1 and not several)
         print(f"\n{report(section, f'scripted {actor} ({args.strategy})')}")
         for run in section["runs"]:
@@ -296,7 +336,7 @@ async def _measured(args: argparse.Namespace, selections: list[Selection], confi
 
     model = resolve_chat_model(config)
     await run_repeats(selections, args.strategy, config, lambda sel: model, args.max_seconds, args.repeats,
-                      out["runs"], echo=True)
+                      out["runs"], echo=True, keep_state=Path(args.keep_state) if args.keep_state else None)
     close_section(out, single=args.repeats == 1 and len(selections) == 1)
     print(report(out, f"{args.strategy} ({out['model']})"))
     return 0

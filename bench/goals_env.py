@@ -25,12 +25,17 @@ AUDIT_CHARS = 500  # of each step's output kept in the results file
 
 @dataclass
 class RunOutcome:
-    """What a strategy reports: ``status`` is ``done`` or ``failed``; ``answer`` is its final answer."""
+    """What a strategy reports: ``status`` is ``done`` or ``failed``; ``answer`` is its final answer.
+
+    ``state`` is what the checks before ``done`` read at the end of the run (ours only: the plan
+    manager and the decision in flight, as plain data); it never goes into the results file, only
+    to ``--keep-state`` (``bench/guard_replay.py`` replays the checks over it)."""
 
     status: str
     answer: str = ""
     error: str | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    state: dict[str, Any] | None = None
 
 
 class UsageCounter(BaseCallbackHandler):

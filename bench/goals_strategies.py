@@ -60,8 +60,14 @@ async def run_ours(env: GoalEnv) -> RunOutcome:
     detail = {"iterations": values.get("iteration"), "action_history": values.get("action_history") or [],
               "deliverable": (values.get("plan_manager") or {}).get("deliverable"),
               "steps": _step_audit(values.get("plan_manager"))}
+    decision = values.get("current_decision")
+    planner = env.resolved.planner
+    state = {"plan_manager": values.get("plan_manager"),
+             "decision": decision.model_dump(mode="json") if hasattr(decision, "model_dump") else decision,
+             "capabilities": [c.model_dump(mode="json") for c in env.resolved.executor.capabilities()],
+             "small_model": planner.small_model, "grounded": planner.grounding_required()}
     return RunOutcome("done" if status == "done" else "failed", str(values.get("final_answer") or ""),
-                      values.get("error"), detail)
+                      values.get("error"), detail, state)
 
 
 def _step_audit(manager: dict[str, Any] | None) -> list[dict[str, Any]]:

@@ -117,6 +117,8 @@ def test_every_benchmark_module_is_reachable_from_the_entry_point() -> None:
         if not p.stem.startswith("_")
         and any(isinstance(n, ast.FunctionDef) and n.name == "main" for n in ast.parse(p.read_text()).body)
     }
-    tools = {"results_md"}  # python -m bench.results_md: checks RESULTS.md, measures nothing
+    # python -m bench.results_md checks RESULTS.md, and python -m bench.guard_replay replays the
+    # checks over kept run ends: tools of the benchmarks, measuring nothing themselves
+    tools = {"results_md", "guard_replay"}
     assert with_main - set(BENCHMARKS) - tools == set(), "a benchmark module the entry point does not list"
     assert set(BENCHMARKS) <= with_main

@@ -154,7 +154,9 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             return self._done_result(assessment, tally)
         return await self._generate(goal, state, context, assessment, RunSteps.of(state, plan_manager), tally)
 
-    def _grounding_required(self) -> bool:
+    def grounding_required(self) -> bool:
+        """Whether a ``done`` must rest on facts some tool returned (``planner.require_grounded_answer``,
+        by default on with the small-model rules)."""
         flag = self.settings.require_grounded_answer
         return self.small_model if flag is None else flag
 
@@ -212,7 +214,7 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                                            capabilities, context.workspace, small_model=self.small_model)
         a, why = guard_assessment(goal, a, deliverable, run.decision, nodes, results, capabilities, context.workspace,
                                   plan_finished=finished, small_model=self.small_model,
-                                  grounded=self._grounding_required())
+                                  grounded=self.grounding_required())
         if why:
             self.stats.guard_overrides += 1
             logger.warning("plan-assess: %s", why)
