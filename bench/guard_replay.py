@@ -1,6 +1,6 @@
 """Would today's checks let a recorded run's end stand as ``done``? Replayed without a model.
 
-``python -m bench.guard_replay DIR [DIR ...] [--list N]`` reads the run ends that
+``python -m bench.guard_replay DIR [DIR ...] [--list N] [--write NAME]`` reads the run ends that
 ``python -m bench goals --keep-state DIR`` wrote (one file per goal per run: the plan manager, the
 decision in flight, the capabilities, the text of each file the deliverable names) and, for each,
 asks the checks before ``done`` (``planner.guard``: ``assessed_deliverable`` then
@@ -20,7 +20,8 @@ reading, an LLM call this replay does not make) between the run and a false succ
 So a new check is weighed on every recorded end before a model run of hours: it should move
 ``wrong / stands`` to ``refused`` and leave ``right / stands`` alone. It replays the end of each run
 only: a check that changes what happens earlier in a run (a re-plan it asks for) shows only in a
-model run. Goals whose expected outcome is ``failed`` are listed apart: a ``done`` on them is right
+model run. ``--write NAME`` keeps the table and every row in ``bench/results/NAME.json`` with the
+provenance of the checks replayed (the commit), so RESULTS may quote it. Goals whose expected outcome is ``failed`` are listed apart: a ``done`` on them is right
 only when the answer says the workspace cannot tell.
 """
 
@@ -28,10 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,15 +123,22 @@ def replay(folders: list[Path]) -> list[Replayed]:
     return out
 
 
+def counts(rows: list[Replayed]) -> dict[str, dict[str, int]]:
+    """Per truth (right, wrong): ends, done stands, done refused, continue read as done."""
+    out = {}
+    for truth in ("right", "wrong"):
+        chosen = [r for r in rows if r.truth == truth]
+        stands = sum(r.done_stands for r in chosen)
+        out[truth] = {"ends": len(chosen), "done_stands": stands, "done_refused": len(chosen) - stands,
+                      "continue_promoted": sum(r.continue_promoted for r in chosen)}
+    return out
+
+
 def table(rows: list[Replayed]) -> str:
     """The Markdown table: right and wrong ends, against what the checks make of a done and a continue."""
-    n = Counter((r.truth, r.done_stands, r.continue_promoted) for r in rows)
     lines = ["| end of run | ends | done stands | done refused | continue read as done |", "|---|---|---|---|---|"]
-    for truth in ("right", "wrong"):
-        total = sum(v for k, v in n.items() if k[0] == truth)
-        stands = sum(v for k, v in n.items() if k[0] == truth and k[1])
-        promoted = sum(v for k, v in n.items() if k[0] == truth and k[2])
-        lines.append(f"| {truth} | {total} | {stands} | {total - stands} | {promoted} |")
+    for truth, c in counts(rows).items():
+        lines.append(f"| {truth} | {c['ends']} | {c['done_stands']} | {c['done_refused']} | {c['continue_promoted']} |")
     return "\n".join(lines)
 
 
@@ -139,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("folders", nargs="+", help="folders written by `python -m bench goals --keep-state`")
     p.add_argument("--list", type=int, default=20, metavar="N",
                    help="list up to N right ends refused and N wrong ends let stand (default 20)")
+    p.add_argument("--write", metavar="NAME", help="also write bench/results/NAME.json (the table and every row)")
+    p.add_argument("--results-dir", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.write is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", args.write):
+        p.error(f"--write must be letters, digits, '.', '_' or '-' (up to 64, not starting with a sign), "
+                f"got {args.write!r}")
     missing = [f for f in args.folders if not Path(f).is_dir()]
     if missing:
         p.error(f"not a folder: {', '.join(map(repr, missing))} (give the --keep-state folder of a goals run)")
@@ -148,6 +161,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no kept run ends in {', '.join(args.folders)}", file=sys.stderr)
         return 1
     print(f"{len(rows)} run ends replayed\n\n{table(rows)}")
+    if args.write:
+        from dataclasses import asdict
+
+        from bench._common import write_results
+
+        names = [Path(f).resolve().name for f in args.folders]  # the folders' names, never where they are
+        path = write_results(args.write, {"kept": names, "ends": len(rows), "counts": counts(rows),
+                                          "rows": [asdict(r) for r in rows]},
+                             directory=Path(args.results_dir) if args.results_dir else None,
+                             settings={"kept": names})
+        print(f"results: {path.name}", file=sys.stderr)
     costs = [r for r in rows if r.truth == "right" and not r.done_stands]
     risks = [r for r in rows if r.truth == "wrong" and (r.done_stands or r.continue_promoted)]
     for title, chosen in (("right ends a done would be refused on", costs),

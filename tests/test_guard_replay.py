@@ -99,3 +99,16 @@ def test_the_command_prints_the_table_and_refuses_a_missing_folder(
         guard_replay.main([str(tmp_path / "nowhere")])
     assert exc.value.code == 2
     assert "not a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        guard_replay.main([str(kept / "kept"), "--write", "../out"])
+    assert "--write must be" in capsys.readouterr().err
+
+
+def test_written_results_carry_the_counts_rows_and_provenance_but_no_path(kept: Path, tmp_path: Path) -> None:
+    assert guard_replay.main([str(kept / "kept" / "honest"), "--write", "replay-honest",
+                              "--results-dir", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "replay-honest.json").read_text())
+    assert data["counts"]["right"]["ends"] == len(GOAL_IDS) and data["counts"]["wrong"]["ends"] == 0
+    assert len(data["rows"]) == len(GOAL_IDS) and data["kept"] == ["honest"]
+    assert data["provenance"]["commit"]
+    assert str(kept) not in json.dumps(data)  # the kept folders are named, never located
