@@ -13,7 +13,8 @@ switches) two questions:
 Each answer is set against what the end *is*: the goal's checks from its ``suite.yaml``, applied to
 the answer a ``done`` would hand back (the run's final answer if it ended done, else what its last
 plan's final steps returned) and to the files as the run left them — ``right`` if they pass,
-``wrong`` if a ``done`` here would be a false success. A check that refuses a right end costs a
+``wrong`` if a ``done`` here would be a false success. Workspace violations are not replayed
+(only the named files are kept; the run's own verdict has them). A check that refuses a right end costs a
 goal; one that lets a wrong end stand leaves only the model's own judgement (and the second
 reading, an LLM call this replay does not make) between the run and a false success.
 
