@@ -63,6 +63,30 @@ def _no_file_tools() -> Any:
     return NoFileTools()
 
 
+def _plain_system_text() -> Any:
+    """Middleware that sends the system message as one string: Deep Agents builds it of text blocks,
+    and an OpenAI-compatible server may take only a string there (the embedded model's answers 500,
+    "Input should be a valid string"). The text is the same; only its wire shape changes."""
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain_core.messages import SystemMessage
+
+    def plain(request: Any) -> Any:
+        message = request.system_message
+        if message is None or isinstance(message.content, str):
+            return request
+        text = "\n\n".join(b if isinstance(b, str) else str(b.get("text", "")) for b in message.content)
+        return request.override(system_message=SystemMessage(content=text))
+
+    class PlainSystemText(AgentMiddleware):
+        def wrap_model_call(self, request: Any, handler: Any) -> Any:
+            return handler(plain(request))
+
+        async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+            return await handler(plain(request))
+
+    return PlainSystemText()
+
+
 def deep_agent(env: GoalEnv) -> Any:
     """The Deep Agent for ``env``: its harness without its file tools, ours instead (see the module docstring)."""
     problem = missing_extra()
@@ -73,7 +97,7 @@ def deep_agent(env: GoalEnv) -> Any:
 
     # a middleware named like one of its defaults replaces that default in place; a new one is added
     middleware = [_no_file_tools(), TodoListMiddleware(),
-                  ModelCallLimitMiddleware(run_limit=turns(env.config), exit_behavior="error")]
+                  ModelCallLimitMiddleware(run_limit=turns(env.config), exit_behavior="error"), _plain_system_text()]
     return create_deep_agent(env.limited_model, env.tools, system_prompt=AGENT_PROMPT, middleware=middleware)
 
 
