@@ -277,3 +277,23 @@ def test_the_new_strategies_go_through_repeats_and_name_the_results_file(
     channel = refuser["summary"]["suites"]["suite"]["per_goal"]["channel"]
     assert channel["outcomes"] == ["success", "success"]  # the refuser's FAILED: is the correct end, both runs
     assert f"scripted refuser ({strategy})" in printed
+
+
+def test_deep_agents_system_message_reaches_the_model_as_one_string() -> None:
+    """Deep Agents builds its system message of text blocks; the embedded model's server takes a
+    string only (a 500 otherwise), so the peer's harness joins them, the text unchanged."""
+    pytest.importorskip("langchain.agents.middleware", reason="the bench-peers extra is not installed")
+    from langchain.agents.middleware.types import ModelRequest
+    from langchain_core.messages import SystemMessage
+
+    from bench.goals_peers import _plain_system_text
+
+    blocks = SystemMessage(content=[{"type": "text", "text": "first"}, {"type": "text", "text": "second"}])
+    request = ModelRequest(model=None, messages=[], system_message=blocks, tool_choice=None, tools=[],  # type: ignore[arg-type]
+                           response_format=None, state={}, runtime=None)  # type: ignore[arg-type]
+    seen = []
+    _plain_system_text().wrap_model_call(request, lambda r: seen.append(r.system_message))
+    assert seen[0].content == "first\n\nsecond"
+    plain = request.override(system_message=SystemMessage(content="as is"))
+    _plain_system_text().wrap_model_call(plain, lambda r: seen.append(r.system_message))
+    assert seen[1].content == "as is"
