@@ -11,22 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_goals_support import GOAL_IDS, write_suite
+from bench_goals_support import CONFIG, GOAL_IDS, write_suite
 
 from bench import goals as goals_bench
 from bench import guard_replay
 from soothe_planner.deliverable import Deliverable
-
-CONFIG = """\
-models: {default: "scripted:unused.json"}
-planner: {max_iterations: 3, max_plan_steps: 4, structured_output_method: function_calling, retries: 1,
-          transport_retries: 0, transport_backoff_s: 0}
-concurrency: {global_max_llm_calls: 1, max_total_llm_calls: 20}
-execution:
-  step_timeout_s: 30
-  tools: [builtin:list_dir, builtin:read_file, builtin:search_text, builtin:write_file]
-checkpoint: {backend: memory}
-"""
 
 
 @pytest.fixture(scope="module")
