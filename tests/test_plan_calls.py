@@ -67,6 +67,19 @@ def test_references_inside_f_strings_lists_and_attributes_become_dependencies() 
     assert steps[3] == {"id": "s4", "tool": "answer", "args": {"task": "compare them"}, "depends_on": ["s1", "s2"]}
 
 
+def test_a_comment_ending_a_step_line_is_its_description_and_a_hash_in_a_string_is_text() -> None:
+    text = (
+        's1 = search_text(pattern="#include", path=".")  # find the include lines\n'
+        's2 = answer(s1, task="count them")\n'
+        's3 = write_file(path="OUT.md",\n               content=s2)  # save the count\n'
+        's4 = search_text(pattern="a # b", path=".")\n'
+    )
+    steps = read_plan_calls(text)[0]["steps"]
+    assert steps[0]["args"]["pattern"] == "#include" and steps[0]["description"] == "find the include lines"
+    assert steps[2]["description"] == "save the count"  # a call over two lines, its comment at the end
+    assert "description" not in steps[1] and "description" not in steps[3]  # no comment: derived later
+
+
 def test_a_positional_literal_fills_the_tools_parameters_in_order() -> None:
     steps = _read('s1 = search_text("TODO", ".")\ns2 = write_file("out.md", s1.output)\n')[0]["steps"]
     assert steps[0]["args"] == {"pattern": "TODO", "path": "."}
@@ -120,6 +133,12 @@ def test_the_grammar_names_each_tools_parameters_and_bounds_the_lines() -> None:
     assert 't-search-text-0-kw ::= ("pattern" | "path") "=" value' in grammar
     assert 't-answer-2-kw ::= ("task") "=" value' in grammar
     assert '| "intro"' in grammar and '"s1"' not in grammar  # sN names are already in the sid rule
+
+
+def test_the_grammar_lets_a_line_end_with_a_bounded_comment() -> None:
+    grammar = plan_grammar([("search_text", ["pattern", "path"]), ("answer", ["task"])], 3)
+    assert 'step ::= sid " = " call note? "\\n"' in grammar
+    assert 'note ::= "  # " [^\\n]{1,120}' in grammar
 
 
 def test_the_grammar_compiles_in_the_embedded_server_library() -> None:
@@ -191,6 +210,20 @@ async def test_the_loop_plans_in_calls_and_reads_them_as_typed_steps(tmp_path: P
     assert call.schema_name in (None, "")  # a text call: no schema bound
     assert call.messages[0].content.startswith("You write a plan as Python")
     assert planner.stats.text_ok == 1 and planner.stats.structured_ok == 0
+
+
+async def test_a_lines_comment_labels_its_step_unless_it_copies_the_tools_own_description(tmp_path: Path) -> None:
+    ctx, _ = tool_context(tmp_path)
+    search = next(c for c in ctx.available_capabilities if c.name == "search_text")
+    plan = (f's1 = search_text(pattern="TODO", path=".")  # {search.description}\n'
+            's2 = answer(s1, task="give the TODO lines by file")\n'
+            's3 = write_file(path="TODO_REPORT.md", content=s2)  # save the TODO lines\n')
+    planner, model = _calls_planner(plan)
+    gen = await planner.generate_from_assessment("write the TODO lines to TODO_REPORT.md", LoopState(
+        goal="g", thread_id="t1"), ctx, _continue())
+    assert gen.decision is not None and len(model.calls) == 1  # no re-ask for a copied label
+    s1, _, s3 = gen.decision.steps
+    assert s1.description == 'search_text {"pattern": "TODO", "path": "."}' and s3.description == "save the TODO lines"
 
 
 async def test_a_plan_that_breaks_a_rule_is_re_asked_in_calls_with_the_error(tmp_path: Path) -> None:
@@ -272,7 +305,7 @@ def test_a_plan_grammar_can_require_its_last_line_to_call_one_tool() -> None:
     tools = [("search_text", ["pattern", "path"]), ("write_file", ["path", "content"]), ("answer", ["task"])]
     free, owed = plan_grammar(tools, 4), plan_grammar(tools, 4, ends_with="write_file")
     assert free.startswith('root ::= "```python\\n" step{1,4} "```"') and "last ::=" not in free
-    assert owed.startswith('root ::= "```python\\n" step{0,3} last "```"\nlast ::= sid " = " t-write-file-1 "\\n"')
+    assert owed.startswith('root ::= "```python\\n" step{0,3} last "```"\nlast ::= sid " = " t-write-file-1 note? "\\n"')
     assert llama_cpp.LlamaGrammar.from_string(owed, verbose=False) is not None
     with pytest.raises(ValueError, match="'read_file' is not among the tools"):
         plan_grammar(tools, 4, ends_with="read_file")

@@ -75,15 +75,27 @@ async def test_bad_args_are_re_asked_with_the_rule_and_the_answer_that_follows_i
     assert "argument 'file' is not one the tool takes" in reask
 
 
-async def test_a_step_copying_a_tools_description_is_re_asked() -> None:
+async def test_a_tool_step_copying_its_tools_description_is_labelled_by_its_call_without_a_re_ask() -> None:
     ctx = _context()
     list_dir = next(c for c in ctx.available_capabilities if c.name == "list_dir")
     copied = _plan(_step("s1", list_dir.description, "list_dir", {"recursive": True}))
-    fixed = _plan(_step("s1", "list every file of the project", "list_dir", {"recursive": True}))
+    model = ScriptedChatModel(responses=[assess("continue", 0.1), copied])
+    planner = LLMPlanner(model, settings=FAST)
+    result = await planner.plan(GOAL, state(1), ctx, plan_manager=PlanManager(GOAL))
+    assert result.decision is not None and result.decision.steps[0].description == 'list_dir {"recursive": true}'
+    assert len(model.calls) == 2  # the assessment and one plan: the copied label cost no re-ask
+    assert any("'s1': its description was tool 'list_dir''s own" in w for w in result.warnings)
+
+
+async def test_a_model_step_copying_a_tools_description_is_re_asked() -> None:
+    ctx = _context()
+    list_dir = next(c for c in ctx.available_capabilities if c.name == "list_dir")
+    copied = _plan(_step("s1", list_dir.description, None, {}))
+    fixed = _plan(_step("s1", "say which files the project has", None, {}))
     model = ScriptedChatModel(responses=[assess("continue", 0.1), copied, fixed])
     planner = LLMPlanner(model, settings=FAST)
     result = await planner.plan(GOAL, state(1), ctx, plan_manager=PlanManager(GOAL))
-    assert result.decision is not None and result.decision.steps[0].description == "list every file of the project"
+    assert result.decision is not None and result.decision.steps[0].description == "say which files the project has"
     assert "step 's1' describes the tool, not the work" in model.calls[2].last_text
 
 
@@ -118,9 +130,11 @@ def test_the_example_plan_is_one_our_own_parser_reads_as_typed_steps_with_a_refe
     assert example is not None
     decision = parse_decision(example.group(0)).decision
     assert decision is not None
-    s1, s2, s3 = decision.steps
-    assert s1.tool and s2.tool and s3.tool is None  # two tool steps, then a model step that answers
-    assert "{{s1.output}}" in json.dumps(s2.args) and s2.depends_on == ["s1"]
+    s1, s2, s3, s4 = decision.steps
+    assert s1.tool and s2.tool and s3.tool and s4.tool is None  # three tool steps, then a model step that answers
+    assert s1.depends_on == [] and s2.depends_on == []  # two independent steps: they run in parallel
+    assert "{{s1.output}}" in json.dumps(s3.args) and "{{s2.output}}" in json.dumps(s3.args)
+    assert s3.depends_on == ["s1", "s2"] and s4.depends_on == ["s3"]
 
 
 def test_the_prompts_hold_no_placeholder_a_model_could_copy_literally() -> None:

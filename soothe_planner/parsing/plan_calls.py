@@ -26,13 +26,17 @@ written twice, or the name of an earlier plan's step, is passed on as written: t
 and the plan manager's rules on ids (a duplicate is refused; a pending step may be rewritten, a
 finished one never) are the same as for a JSON plan.
 Tolerated: blank lines, ``#`` comments, a code fence around the plan, and prose lines before or
-after it (a warning names each line skipped).
+after it (a warning names each line skipped). A comment that ends a step's line is what the step
+does for the goal, in the model's words (``s1 = get_rate(from_="EUR")  # the euro's rate``): it is
+read as the step's description; without one the description is derived from the call.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -179,7 +183,26 @@ def _read_line(
         if kw.arg is None:
             raise PlanParseError(f"{where}: '**' arguments are not read; name each argument", line)
         args[kw.arg] = _value(kw.value, defined, depends, where, line)
-    return {"id": sid, "tool": tool, "args": args, "depends_on": depends}
+    step: dict[str, Any] = {"id": sid, "tool": tool, "args": args, "depends_on": depends}
+    note = _trailing_comment(line)
+    if note:
+        step["description"] = note[:DESCRIPTION_CHARS]
+    return step
+
+
+DESCRIPTION_CHARS = 200
+"""The longest description a step's comment gives (a label, not a task)."""
+
+
+def _trailing_comment(line: str) -> str:
+    """The words of the ``#`` comment ending a step's ``line`` (a ``#`` inside a string is text), or ''."""
+    if "#" not in line:
+        return ""
+    try:
+        comments = [t.string for t in tokenize.generate_tokens(io.StringIO(line).readline) if t.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError):
+        return ""
+    return " ".join(comments[-1].lstrip("#").split()) if comments else ""
 
 
 def _add(names: list[str], name: str) -> None:

@@ -19,10 +19,12 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from soothe_planner.dag import PlanManager, validate_steps
+from soothe_planner.dag.typed_steps import ToolDescriptions, describes_tool
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import GenerationAttempt
 from soothe_planner.models import AgentDecision, Capability, PlanContext
 from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
+from soothe_planner.parsing.plan_steps import derived_description
 from soothe_planner.planner.contract import order_writes, owed_writes, writes_outside
 from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.planner.small_model.plan_rules import (
@@ -59,6 +61,32 @@ def _rules(context: PlanContext, max_steps: int, pm: PlanManager | None) -> dict
     }
 
 
+def relabel_copied(decision: AgentDecision | None, context: PlanContext, warnings: list[str]) -> AgentDecision | None:
+    """``decision`` with each tool step whose description copies an offered tool's own description
+    labelled by its call instead (``derived_description``), with a warning naming the step.
+
+    A small model copies the tool's description under its call; the call (tool and arguments) is
+    the step's work, so the copy costs the step only its label. The DAG's rule against such
+    descriptions (``dag.typed_steps``) stays for steps without a tool, where the description is the
+    whole step: refusing a whole plan, and paying a re-ask, for a label a call already gives would
+    spend calls on nothing (a 1.5B repeated the copy on every re-ask and lost the plan).
+    """
+    if decision is None or not context.available_capabilities:
+        return decision
+    tools = ToolDescriptions({c.name: c for c in context.available_capabilities})
+    if not tools.items:
+        return decision
+    steps = []
+    for s in decision.steps:
+        copied = describes_tool(s.description, tools) if s.tool else None
+        if copied is None:
+            steps.append(s)
+            continue
+        warnings.append(f"step {s.id!r}: its description was tool {copied!r}'s own; labelled by its call instead")
+        steps.append(s.model_copy(update={"description": derived_description(s.tool, s.args)}))
+    return decision.model_copy(update={"steps": steps})
+
+
 def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], Generated]:
     """How a plan written in the calls syntax is read (``plan_syntax``): its lines into the compact
     JSON shape, then the same reader and repairs as a JSON plan."""
@@ -67,7 +95,8 @@ def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -
 
     def read_json(data: Mapping[str, Any], warnings: list[str]) -> Generated:
         pd = read_decision(data, **rules)
-        return Generated(pd.plan_action, pd.decision, pd.next_action, [*warnings, *pd.warnings])
+        notes = [*warnings, *pd.warnings]
+        return Generated(pd.plan_action, relabel_copied(pd.decision, context, notes), pd.next_action, notes)
 
     return calls_text_reader(
         read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, model_step_name(context.capability_names())},
@@ -89,7 +118,8 @@ def readers(
     rules = _rules(context, max_steps, pm)
 
     def generated(pd: ParsedDecision) -> Generated:
-        return Generated(pd.plan_action, pd.decision, pd.next_action, list(pd.warnings))
+        notes = list(pd.warnings)
+        return Generated(pd.plan_action, relabel_copied(pd.decision, context, notes), pd.next_action, notes)
 
     def read(obj: BaseModel) -> Generated:
         assert isinstance(obj, GeneratePlan)

@@ -23,8 +23,9 @@ A JSON plan is held to its shape by the server's grammar built from the JSON sch
 calls is held by a GBNF grammar (``plan_grammar``), sent in the request body's ``grammar`` field
 to servers that take one (the model declares it: ``metadata["soothe_grammar"] == "gbnf"``, as the
 embedded llama.cpp server does). The grammar allows only ``sN = tool(...)`` lines inside a
-```` ```python ```` fence, each tool with its own parameter names, and bounds every string, list and
-the number of lines, so the output always ends. The fence is there for the model's sake: held to
+```` ```python ```` fence, each tool with its own parameter names and each line with an optional
+``  # comment`` (what the step does, read as its description), and bounds every string, list,
+comment and the number of lines, so the output always ends. The fence is there for the model's sake: held to
 bare lines, the 1.5B wanted to close a fence after its last step, could not, and wrote two more
 steps instead (an answer "naming the file written", another "reading" it); allowed its fence, it
 closes it where the plan ends. What a grammar cannot check (a name used before it is defined, a missing required
@@ -62,6 +63,8 @@ GRAMMAR_KEY = "soothe_grammar"
 STRING_CHARS = 400
 """The longest text value a grammar-held plan may write (an ``answer`` task, a pattern, a path)."""
 LIST_ITEMS = 16
+NOTE_CHARS = 120
+"""The longest comment a grammar-held line may end with: what the step does, read as its description."""
 _RULE_SAFE = re.compile(r"[^a-z0-9]+")
 
 
@@ -116,8 +119,9 @@ def plan_grammar(tools: Sequence[tuple[str, Sequence[str] | None]], max_steps: i
             else f'root ::= "```python\\n" step{{1,{n}}} "```"')
     lines = [
         root,
-        *([f'last ::= sid " = " {rules[names.index(ends_with)]} "\\n"'] if ends_with is not None else []),
-        'step ::= sid " = " call "\\n"',
+        *([f'last ::= sid " = " {rules[names.index(ends_with)]} note? "\\n"'] if ends_with is not None else []),
+        'step ::= sid " = " call note? "\\n"',
+        f'note ::= "  # " [^\\n]{{1,{NOTE_CHARS}}}',
         'sid ::= "s" [1-9] [0-9]?' + "".join(f" | {_literal(i)}" for i in earlier),
         "call ::= " + " | ".join(rules),
         'deps ::= sid (", " sid){0,7}',

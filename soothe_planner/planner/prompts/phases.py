@@ -391,14 +391,18 @@ def _compact_fields(
 
 
 def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[str, str]:
-    """The compact plan briefing's fields: the tools, and the examples when the tools they use are offered.
+    """The compact plan briefing's fields: the tools, and the examples of a plan's shape.
 
+    The examples over the built-in file tools are shown when those tools are offered; with other
+    tools, one example over tools that are said not to be the reader's (two independent calls, a
+    step that needs both, the answer), so a plan over any tools is shown its shape: steps that need
+    nothing from each other name nothing of each other, and a step's comment says what it does.
     Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares.
     """
     tools = {c.name for c in context.available_capabilities if c.kind == "tool"}
     step = model_step_name(context.capability_names())
-    examples = template("generate_examples_calls" if calls else "generate_examples_compact").template \
-        if tools >= _EXAMPLE_TOOLS else ""
+    name = "generate_examples_calls" if calls else "generate_examples_compact"
+    examples = template(name if tools >= _EXAMPLE_TOOLS else f"{name}_any").template
     if step != COMPACT_MODEL_STEP:  # a real tool is named "answer": the examples write the model step by its name here
         examples = examples.replace(f'"tool": "{COMPACT_MODEL_STEP}"', f'"tool": "{step}"').replace(
             f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
