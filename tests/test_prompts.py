@@ -399,9 +399,9 @@ def test_a_plan_reads_the_same_whether_a_manager_a_decision_or_a_plan_holds_it()
     assert "result:" not in phases._plan_text(plan, RunSteps.of(plan, None), compact=False, shown_elsewhere={"s1"})
 
 
-def test_with_tools_other_than_the_file_tools_the_briefing_shows_the_shape_on_tools_said_not_to_be_yours() -> None:
-    """A plan over any tools is shown its shape: two independent calls (no dependency between them),
-    a step that needs both, the answer; in calls, each tool line ends with what it does."""
+def test_with_tools_other_than_the_file_tools_the_briefing_shows_the_shape_on_a_tool_said_not_to_be_yours() -> None:
+    """A plan over any tools is shown its shape: two independent calls (no dependency between them)
+    and the answer that needs both; in calls, each tool line ends with what it does."""
     import json
 
     from soothe_planner.models import Capability, PlanContext
@@ -410,12 +410,11 @@ def test_with_tools_other_than_the_file_tools_the_briefing_shows_the_shape_on_to
 
     ctx = PlanContext(available_capabilities=[Capability(name="lookup_order", kind="tool", description="an order by id")])
     calls = phases.compact_system_fields(ctx, calls=True)["examples"]
-    assert "are not yours" in calls and "search_text" not in calls
-    lines = [line for line in calls.splitlines() if line.startswith("s")]
-    read = read_plan_calls("\n".join(lines), known_tools={"get_rate", "calculate", "answer"})[0]["steps"]
-    assert [s["depends_on"] for s in read] == [[], [], ["s1", "s2"], ["s3"]]
-    assert [s.get("description") for s in read[:3]] == [
-        "today's euro to yen rate", "today's pound to yen rate", "the difference of the two amounts in yen"]
-    compact = phases.compact_system_fields(ctx, calls=False)["examples"]
-    plan = json.loads(compact.splitlines()[1] + "".join(compact.splitlines()[2:5]))
-    assert [s["depends_on"] for s in plan["steps"]] == [[], [], ["s1", "s2"], ["s3"]]
+    assert "is not yours" in calls and "search_text" not in calls
+    lines = [line for line in calls.splitlines() if line.startswith("s") and " = " in line]
+    read = read_plan_calls("\n".join(lines), known_tools={"train_status", "answer"})[0]["steps"]
+    assert [s["depends_on"] for s in read] == [[], [], ["s1", "s2"]]
+    assert [s.get("description") for s in read[:2]] == ["when train 101 reaches Central", "when train 205 reaches Central"]
+    compact = phases.compact_system_fields(ctx, calls=False)["examples"].splitlines()
+    plan = json.loads("".join(compact[1:4]))
+    assert [s["depends_on"] for s in plan["steps"]] == [[], [], ["s1", "s2"]]
