@@ -34,10 +34,24 @@ def _load(name: str) -> Any:
     return json.loads((RESULTS_DIR / f"{name}.json").read_text())
 
 
+def slug(key: str) -> str:
+    """``key`` as a path may name it: lower case, every run of other characters one ``-``
+    (a path cannot hold ``:``, which row names such as ``full: planner, re-asks on`` do)."""
+    return re.sub(r"[^a-z0-9]+", "-", key.lower()).strip("-")
+
+
 def lookup(name: str, path: str) -> Any:
     data = _load(name)
     for key in path.split("/"):
-        data = data[int(key)] if isinstance(data, list) else data[key]
+        if isinstance(data, list):
+            data = data[int(key)]
+        elif key in data:
+            data = data[key]
+        else:
+            matches = [k for k in data if slug(k) == key]
+            if len(matches) != 1:
+                raise KeyError(f"{path}: {key!r} names {len(matches)} keys of {name}.json")
+            data = data[matches[0]]
     return data
 
 

@@ -106,3 +106,15 @@ def test_every_quoted_figure_comes_from_code_in_heads_history(name: str) -> None
             f"{name}.json records commit {commit[:12]}, which is not an ancestor of HEAD: its figures were "
             "measured on code that is not in this branch's history; re-run the benchmark here"
         )
+
+
+def test_a_path_names_a_key_holding_a_colon_by_its_slug_and_only_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    import bench.results_md as results_md
+
+    data = {"summary": {"full: planner, re-asks on": {"all": {"f1": 0.5}}, "a b": 1, "a-b": 2}}
+    monkeypatch.setattr(results_md, "_load", lambda name: data)
+    assert results_md.slug("full: planner, re-asks on") == "full-planner-re-asks-on"
+    assert lookup("x", "summary/full-planner-re-asks-on/all/f1") == 0.5
+    assert lookup("x", "summary/a-b") == 2  # an exact key wins
+    with pytest.raises(KeyError, match="names 0 keys"):
+        lookup("x", "summary/nothing")

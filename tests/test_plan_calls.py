@@ -80,6 +80,20 @@ def test_a_comment_ending_a_step_line_is_its_description_and_a_hash_in_a_string_
     assert "description" not in steps[1] and "description" not in steps[3]  # no comment: derived later
 
 
+def test_an_optional_non_text_argument_given_as_empty_text_is_read_as_not_given() -> None:
+    from soothe_planner.parsing import read_decision
+
+    schema = {"properties": {"keywords": {"type": "string"}, "year": {"type": "integer"}, "limit": {"type": "integer"},
+                             "author": {"type": "string"}}, "required": ["keywords", "limit"]}
+    data = {"steps": [{"id": "s1", "tool": "find_papers",
+                       "args": {"keywords": "cancer", "year": "", "limit": "", "author": ""}, "depends_on": []}]}
+    parsed = read_decision(data, tool_schemas={"find_papers": schema})
+    assert parsed.decision is not None
+    # the optional integer left out; a required one and a text one kept as written, for the validator
+    assert parsed.decision.steps[0].args == {"keywords": "cancer", "limit": "", "author": ""}
+    assert any("optional argument 'year' given as \"\" read as not given" in w for w in parsed.warnings)
+
+
 def test_a_positional_literal_fills_the_tools_parameters_in_order() -> None:
     steps = _read('s1 = search_text("TODO", ".")\ns2 = write_file("out.md", s1.output)\n')[0]["steps"]
     assert steps[0]["args"] == {"pattern": "TODO", "path": "."}

@@ -76,7 +76,9 @@ Typed tool steps (``typed_args``; a step with neither tool nor subagent is a mod
   - with the tool's argument schema known: JSON-schema keywords it takes no argument for
     (``additionalProperties``, ``type``, ``properties``, ``required``, ``$schema``, ``$defs``,
     ``title``) are dropped from args, args written as a schema are read from under
-    ``properties``, and a number or boolean for a text argument is written as text. With no
+    ``properties``, a number or boolean for a text argument is written as text, and an optional
+    argument given as ``""`` where the tool takes a number, boolean, list or object is read as not
+    given (small models fill every optional argument, with ``""`` for "none"). With no
     schema known only ``additionalProperties``, ``$schema`` and ``$defs`` are dropped.
   - references in args written ``{{s1}}``, ``{{ s1.output }}``, ``{{s1.result}}``,
     ``{{step_s1.output}}``, ``{{steps.s1.output}}``, ``{s1.output}``, ``$s1.output`` or

@@ -181,8 +181,16 @@ def _schema_repairs(step: dict[str, Any], label: str, schema: Mapping[str, Any] 
         del args[k]
     if leaked:
         warnings.append(f"step {label}: dropped schema keyword(s) {leaked} from the args (not arguments of the tool)")
+    required = schema.get("required") if schema is not None else None
+    needed = set(required) if isinstance(required, list) else set()
     for name, spec in declared.items():
         value = args.get(name)
+        if (value == "" and name not in needed and isinstance(spec, Mapping)
+                and spec.get("type") in ("integer", "number", "boolean", "array", "object")):
+            del args[name]  # year="" for an optional integer: the model's way of leaving it out
+            warnings.append(f"step {label}: optional argument {name!r} given as \"\" read as not given "
+                            f"(the tool takes a {spec['type']})")
+            continue
         if isinstance(spec, Mapping) and spec.get("type") == "string" and isinstance(value, int | float | bool):
             args[name] = json.dumps(value)  # 42 -> "42", True -> "true": what the model meant as text
             warnings.append(f"step {label}: argument {name!r} = {value!r} written as text, as the tool takes text")
