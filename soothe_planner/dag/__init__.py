@@ -45,6 +45,7 @@ from soothe_planner.dag.step_refs import (
 from soothe_planner.dag.step_refs import (
     canonical as canonical_reference,
 )
+from soothe_planner.dag.typed_steps import ToolDescriptions, describes_tool
 from soothe_planner.dag.validation import (
     StepLike,
     ancestors,
@@ -62,6 +63,7 @@ __all__ = [
     "ReadyFeed",
     "Reference",
     "StepLike",
+    "ToolDescriptions",
     "ancestors",
     "arg_strings",
     "blocked_result",
@@ -69,6 +71,7 @@ __all__ = [
     "canonical_reference",
     "check_args",
     "dag_prompt",
+    "describes_tool",
     "find_cycle",
     "find_references",
     "free_step_id",

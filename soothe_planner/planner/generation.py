@@ -18,13 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from soothe_planner.dag import PlanManager, validate_steps
-from soothe_planner.dag.typed_steps import ToolDescriptions, describes_tool
+from soothe_planner.dag import PlanManager, ToolDescriptions, describes_tool, validate_steps
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import GenerationAttempt
 from soothe_planner.models import AgentDecision, Capability, PlanContext
-from soothe_planner.parsing import ParsedDecision, parse_decision, read_decision
-from soothe_planner.parsing.plan_steps import derived_description
+from soothe_planner.parsing import ParsedDecision, derived_description, parse_decision, read_decision
 from soothe_planner.planner.contract import order_writes, owed_writes, writes_outside
 from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.planner.small_model.plan_rules import (
