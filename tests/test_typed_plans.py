@@ -87,6 +87,17 @@ async def test_a_tool_step_copying_its_tools_description_is_labelled_by_its_call
     assert any("'s1': its description was tool 'list_dir''s own" in w for w in result.warnings)
 
 
+async def test_a_call_with_no_arguments_keeps_its_tools_description_as_its_label() -> None:
+    ctx = _context()
+    list_dir = next(c for c in ctx.available_capabilities if c.name == "list_dir")
+    copied = _plan(_step("s1", list_dir.description, "list_dir", {}))
+    model = ScriptedChatModel(responses=[assess("continue", 0.1), copied])
+    planner = LLMPlanner(model, settings=FAST)
+    result = await planner.plan(GOAL, state(1), ctx, plan_manager=PlanManager(GOAL))
+    assert result.decision is not None and result.decision.steps[0].description == list_dir.description
+    assert len(model.calls) == 2 and not any("its description was tool" in w for w in result.warnings)
+
+
 async def test_a_model_step_copying_a_tools_description_is_re_asked() -> None:
     ctx = _context()
     list_dir = next(c for c in ctx.available_capabilities if c.name == "list_dir")

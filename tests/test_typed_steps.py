@@ -182,6 +182,13 @@ def test_a_step_whose_description_is_a_tools_own_is_refused(description: str) ->
     )
 
 
+def test_a_call_with_no_arguments_may_carry_its_own_tools_description_but_no_other_tools() -> None:
+    own = CAPS["list_dir"].description
+    assert errors(typed("s1", "list_dir", {}, description=own)) == []
+    (message,) = errors(typed("s1", "list_dir", {}, description=CAPS["read_file"].description))
+    assert "(its description is tool 'read_file''s own)" in message
+
+
 @pytest.mark.parametrize(
     "description",
     ["list every file of the project", "read config.toml", "Read a text file from the workspace: config.toml, for its port"],

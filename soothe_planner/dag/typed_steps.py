@@ -12,7 +12,8 @@ the rule, and ends with the way out, because the planner's re-ask shows it to th
   step itself, and one the step waits for — directly or through its dependencies — because the
   executor resolves it from completed results only;
 - no step's description is (nearly) an offered tool's own description: a small model copies it,
-  and a plan of tool descriptions does nothing for the goal.
+  and a plan of tool descriptions does nothing for the goal. One exception: a step calling that
+  very tool with no arguments, whose work is exactly what the tool's description says.
 
 Repairs are the lenient parser's (it adds a missing dependency, with a warning); here a plan that
 breaks a rule is refused. Checks that need a schema or a description run only when capabilities
@@ -150,7 +151,7 @@ def typed_step_errors(
                 )
     if tool_descriptions is not None:
         copied = describes_tool(step.description, tool_descriptions)
-        if copied is not None:
+        if copied is not None and not (copied == tool and not step.args):
             errors.append(
                 f"step {q} describes the tool, not the work: say what this step does for the goal "
                 f"(its description is tool '{copied}''s own)"

@@ -30,6 +30,7 @@ from soothe_planner.planner.small_model.plan_rules import (
     ends_in_gathering,
     repeats_failed_calls,
     repeats_finished_work,
+    repeats_own_step,
     retries_missing_data,
     writes_a_receipt,
 )
@@ -67,7 +68,9 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     the step's work, so the copy costs the step only its label. The DAG's rule against such
     descriptions (``dag.typed_steps``) stays for steps without a tool, where the description is the
     whole step: refusing a whole plan, and paying a re-ask, for a label a call already gives would
-    spend calls on nothing (a 1.5B repeated the copy on every re-ask and lost the plan).
+    spend calls on nothing (a 1.5B repeated the copy on every re-ask and lost the plan). A step
+    calling that very tool with no arguments keeps the copy: its call would say only the tool's
+    name, and the tool's description says what that call does.
     """
     if decision is None or not context.available_capabilities:
         return decision
@@ -77,7 +80,7 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     steps = []
     for s in decision.steps:
         copied = describes_tool(s.description, tools) if s.tool else None
-        if copied is None:
+        if copied is None or (copied == s.tool and not s.args):  # no arguments: the copy says all the call does
             steps.append(s)
             continue
         warnings.append(f"step {s.id!r}: its description was tool {copied!r}'s own; labelled by its call instead")
@@ -165,6 +168,7 @@ def decision_validator(
                                      *retries_missing_data(gen.decision, nodes),
                                      *writes_a_receipt(gen.decision, by_name),
                                      *repeats_failed_calls(gen.decision, nodes),
+                                     *repeats_own_step(gen.decision),
                                      *(repeats_finished_work(gen.decision, nodes, by_name) if greedy else []))
                          if p]
         if problems:
