@@ -69,6 +69,7 @@ from bench._common import REPO_ROOT, table, write_results
 from bench.provenance import embedded_model_file
 from bench.worfbench_calls import CallRecorder, summarise_cost
 from bench.worfbench_files import PROTOCOL, RunKey, merge_parts, resumed, run_names, saved_answers
+from bench.worfbench_replay import Reusable, digests_of_part, reusable_runs, try_replay
 from bench.worfbench_report import (
     CATEGORY,
     PAPER_ROWS,
@@ -296,6 +297,7 @@ def sanity(chosen: list[dict[str, Any]], similarity: Any, seed: int) -> int:
 async def run_model(
     items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int,
     *, runs: tuple[str, ...] = RUNS, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+    reuse: Reusable | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     from soothe_planner.config import load_config, resolve_planner
     from soothe_planner.config.providers import split_model_spec
@@ -311,7 +313,7 @@ async def run_model(
         os.environ["SOOTHE_LOCAL_LLM_URL"] = server.start()
     try:
         return await _run_items(items, resolve_planner(config), max_seconds, max_steps, context_tokens=n_ctx,
-                                runs=runs, done=done, on_item=on_item)
+                                runs=runs, done=done, on_item=on_item, reuse=reuse)
     finally:
         if server is not None:
             server.stop()
@@ -321,6 +323,7 @@ async def run_model(
 async def run_scripted(
     items: list[dict[str, Any]], config_path: Path, max_seconds: float, n_ctx: int, max_steps: int,
     *, runs: tuple[str, ...] = RUNS, done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+    reuse: Reusable | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     """The same run on the scripted model (``worfbench_scripted``): no model is loaded."""
     from bench.worfbench_scripted import scripted_model
@@ -328,7 +331,7 @@ async def run_scripted(
 
     base = resolve_planner(load_config(config_path), scripted_model(items))
     return await _run_items(items, base, max_seconds, max_steps, context_tokens=n_ctx, runs=runs, done=done,
-                            on_item=on_item)
+                            on_item=on_item, reuse=reuse)
 
 
 def run_settings(base: Any, max_steps: int, context_tokens: int | None) -> Any:
@@ -345,9 +348,12 @@ def run_settings(base: Any, max_steps: int, context_tokens: int | None) -> Any:
 async def _run_items(
     items: list[dict[str, Any]], base: Any, max_seconds: float, max_steps: int,
     *, context_tokens: int | None = None, runs: tuple[str, ...] = RUNS,
-    done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None,
+    done: dict[str, dict[str, Any]] | None = None, on_item: OnItem | None = None, reuse: Reusable | None = None,
 ) -> tuple[dict[str, dict[str, Any]], float]:
     """Every selected run for each item not in ``done`` (kept as given), within ``max_seconds``.
+
+    With ``reuse`` (``--replay-from``), a run this code would ask exactly what a saved run asked is
+    read from that run's replies instead of the model (``worfbench_replay``), its record marked so.
 
     ``on_item(runs, seconds)`` is called after each item with everything so far, so a run that is
     stopped keeps what it finished. Each item is a run of its own: its calls count against a fresh
@@ -379,7 +385,13 @@ async def _run_items(
         capabilities = capabilities_of(item)
         records: dict[str, dict[str, Any]] = {}
         answers: dict[str, Answer] = {}
+        replayed: dict[str, dict[str, Any]] = {}
         for run in runs:
+            again = await try_replay(reuse, run, item, settings, raw)
+            if again is not None:
+                records[run], rows = again
+                replayed.update(rows)
+                continue
             model = item_model()
             if run == "two-shot":
                 records[run], got = await two_shot_run(model, item, recorder, capabilities)
@@ -390,10 +402,12 @@ async def _run_items(
             "subset": item["source"],
             "capabilities": [c.name for c in capabilities],
             "runs": records,
-            "answers": as_dicts(answers),
+            "answers": {**as_dicts(answers), **replayed},
         }
+        shown = {**{v: a.ok for v, a in answers.items()}, **{v: bool(a["ok"]) for v, a in replayed.items()}}
         print(f"  [{i + 1}/{len(items)}] {item['id']:<22} "
-              + "  ".join(f"{v}: {'ok' if a.ok else 'failed'}" for v, a in answers.items()), flush=True)
+              + "  ".join(f"{v}: {'ok' if ok else 'failed'}{' (replayed)' if v in replayed else ''}"
+                          for v, ok in shown.items()), flush=True)
         if on_item is not None:
             on_item(out, time.perf_counter() - t0)
     return out, time.perf_counter() - t0
@@ -432,6 +446,12 @@ def main(argv: list[str]) -> int:
                     help="with --merge: report the parts written so far (a missing part is named, not an error)")
     ap.add_argument("--resume", action="store_true",
                     help="with --part: keep the items its file already holds and plan only the others")
+    ap.add_argument("--digests", action="store_true",
+                    help="with --part: replay the part file's saved calls under the code checked out (the code "
+                         "that made them) and write the digests of its requests beside it (no model)")
+    ap.add_argument("--replay-from", default=None, metavar="TAG",
+                    help="read each run from the saved run of worfbench-TAG's parts (with digests) when this code "
+                         "asks exactly what that run asked; plan only the others with the model")
     args = ap.parse_args(argv)
     args.similarity = args.similarity or ("exact" if args.scripted else "embedding")
     runs = _parse_runs(args.runs)
@@ -453,6 +473,9 @@ def main(argv: list[str]) -> int:
         return report(chosen, found, elapsed, args, n, load_similarity(args.similarity), stem=stem)
     mine = [it for i, it in enumerate(chosen) if part is None or i % part[1] == part[0]]
     steps = largest_gold(items)
+    if args.digests:
+        return write_digests(args, part, stem, key, {str(it["id"]): it for it in mine}, steps)
+    reuse = reusable_runs(f"worfbench-{args.replay_from}", key) if args.replay_from else None
     print(f"worfbench: {len(mine)} of {n} items (seed {args.seed}) across {', '.join(sorted(items))}; "
           f"config {args.config.name}; runs {', '.join(runs)}{' (scripted model)' if args.scripted else ''}; "
           f"max_plan_steps >= {steps}; n_ctx {args.n_ctx}; time box {args.max_seconds:.0f} s\n")
@@ -460,7 +483,9 @@ def main(argv: list[str]) -> int:
     if part is None:
         if args.resume:
             raise SystemExit("--resume continues a part's file: give --part K/N as well")
-        found, elapsed = asyncio.run(go(mine, args.config, args.max_seconds, args.n_ctx, steps, runs=runs))
+        found, elapsed = asyncio.run(go(mine, args.config, args.max_seconds, args.n_ctx, steps, runs=runs,
+                                        reuse=reuse))
+        _say_replayed(reuse)
         return report(chosen, found, elapsed, args, n, load_similarity(args.similarity), stem=stem)
     name = f"{stem}.part-{part[0]}-of-{part[1]}"
     if not args.resume and (_common.RESULTS_DIR / f"{name}.json").exists():  # never overwrite a part's answers
@@ -475,13 +500,45 @@ def main(argv: list[str]) -> int:
                              "items_of": args.items_of,
                              "protocol": PROTOCOL, "run_names": list(runs), "scripted": args.scripted,
                              "n_ctx": args.n_ctx, "part": list(part), "elapsed_s": before + seconds,
-                             "load_after": _common.loadavg(), "runs": found},
+                             "load_after": _common.loadavg(), "runs": found,
+                             **({"replayed_from": args.replay_from} if args.replay_from else {})},
                       **_provenance_args(args, model=not args.scripted))
 
     found, elapsed = asyncio.run(go(mine, args.config, args.max_seconds, args.n_ctx, steps, runs=runs,
-                                    done=done, on_item=save))
+                                    done=done, on_item=save, reuse=reuse))
     save(found, elapsed)
+    _say_replayed(reuse)
     print(f"\n{len(found)} of {len(mine)} items in {before + elapsed:.0f} s; wrote {name}.json")
+    return 0
+
+
+def _say_replayed(reuse: Reusable | None) -> None:
+    if reuse is not None:
+        print(f"--replay-from {reuse.source}: {reuse.replayed} run(s) read from its saved calls, "
+              f"{reuse.planned} planned by the model")
+
+
+def write_digests(args: argparse.Namespace, part: tuple[int, int] | None, stem: str, key: RunKey,
+                  items: dict[str, dict[str, Any]], max_steps: int) -> int:
+    """``--digests``: the request digests of a part's saved runs under the code checked out (no model)."""
+    from soothe_planner.concurrency import unwrap_model
+    from soothe_planner.config import load_config, resolve_planner
+
+    if part is None:
+        raise SystemExit("--digests replays one part file: give --part K/N as well")
+    if args.scripted:
+        from bench.worfbench_scripted import scripted_model
+
+        base = resolve_planner(load_config(args.config), scripted_model(list(items.values())))
+    else:
+        base = resolve_planner(load_config(args.config))  # the run's own model, never called
+    settings = run_settings(base, max_steps, args.n_ctx)
+    name = f"{stem}.part-{part[0]}-of-{part[1]}"
+    out = asyncio.run(digests_of_part(name, key, items, settings, unwrap_model(base.model)))
+    runs = [r for item in out["runs"].values() for r in item.values()]
+    missed = sum(1 for r in runs if "digests" not in r)
+    print(f"{name}.digests.json: {len(runs) - missed} of {len(runs)} runs replayed to their saved rows "
+          f"(code {out['code']}); {missed} not")
     return 0
 
 

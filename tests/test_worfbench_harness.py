@@ -388,6 +388,50 @@ def test_parts_merge_into_the_run_one_process_would_report(tmp_path: Path, monke
 
 
 @pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
+def test_a_run_reads_from_saved_calls_what_this_code_would_ask_again_and_plans_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench._common as common
+    import bench.worfbench as wb
+
+    monkeypatch.setattr(common, "RESULTS_DIR", tmp_path)
+    args = ["--scripted", "--n", "3", "--data", str(DATA), "--similarity", "exact", "--part", "0/1"]
+    assert wb.main([*args, "--tag", "a"]) == 0
+    saved = json.loads((tmp_path / "worfbench-a.part-0-of-1.json").read_text())
+    assert wb.main([*args, "--tag", "a", "--digests"]) == 0
+    digests = json.loads((tmp_path / "worfbench-a.part-0-of-1.digests.json").read_text())
+    assert digests["code"] and sorted(digests["runs"]) == sorted(saved["runs"])
+    assert all(len(r["digests"]) == len(saved["runs"][i]["runs"][run]["calls"])
+               for i, item in digests["runs"].items() for run, r in item.items())
+    # the same code asks the same: every run is read from the saved calls, rows and calls alike
+    assert wb.main([*args, "--tag", "b", "--replay-from", "a"]) == 0
+    again = json.loads((tmp_path / "worfbench-b.part-0-of-1.json").read_text())
+    assert again["replayed_from"] == "a"
+    for item_id, item in again["runs"].items():
+        assert item["answers"] == saved["runs"][item_id]["answers"]
+        for run, record in item["runs"].items():
+            assert record["replayed_from"] == "worfbench-a" and record["calls"] == saved["runs"][item_id]["runs"][run]["calls"]
+    # a planner asked anything else (here its step limit, in its prompt) plans again; the two-shot
+    # prompt is unchanged and is still read from the saved call
+    real = wb.run_settings
+    monkeypatch.setattr(wb, "run_settings", lambda *a, **k: real(*a, **k).model_copy(
+        update={"max_plan_steps": real(*a, **k).max_plan_steps + 1}))
+    assert wb.main([*args, "--tag", "c", "--replay-from", "a"]) == 0
+    changed = json.loads((tmp_path / "worfbench-c.part-0-of-1.json").read_text())
+    for item_id, item in changed["runs"].items():
+        assert item["runs"]["two-shot"]["replayed_from"] == "worfbench-a"
+        assert not any("replayed_from" in item["runs"][run] for run in ("compact", "full"))
+        # planned by the (scripted) model again: its calls are new, its replies the same gold
+        assert item["runs"]["full"]["calls"] != saved["runs"][item_id]["runs"]["full"]["calls"]
+        assert item["answers"] == saved["runs"][item_id]["answers"]
+    # no digests beside a run: nothing to stand on, everything is planned
+    (tmp_path / "worfbench-a.part-0-of-1.digests.json").unlink()
+    assert wb.main([*args, "--tag", "d", "--replay-from", "a"]) == 0
+    planned = json.loads((tmp_path / "worfbench-d.part-0-of-1.json").read_text())
+    assert not any("replayed_from" in r for item in planned["runs"].values() for r in item["runs"].values())
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
 def test_a_legacy_run_is_rescored_with_the_label_of_what_it_ran_and_no_cost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -428,7 +472,7 @@ def test_a_part_resumes_from_its_own_file_and_refuses_another_runs(
     given: dict[str, Any] = {}
 
     async def run_model(items: list[dict[str, Any]], *args: Any, runs: Any, done: dict[str, Any],
-                        on_item: Any) -> tuple[dict[str, Any], float]:
+                        on_item: Any, reuse: Any = None) -> tuple[dict[str, Any], float]:
         given.update(ids=[it["id"] for it in items], done=dict(done), runs=runs)
         found = {**done, str(items[1]["id"]): {"subset": items[1]["source"]}}
         on_item(found, 5.0)
