@@ -260,9 +260,9 @@ async def try_replay(reuse: Reusable | None, run: str, item: dict[str, Any], set
                      ) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """``run`` of ``item`` from a saved run when this code asks it exactly what the saved run's code
     asked (see the module docstring); None when the model must plan it."""
-    saved = reuse.of(str(item["id"]), run) if reuse is not None else None
     if reuse is None:
         return None
+    saved = reuse.of(str(item["id"]), run)
     if saved is None:
         reuse.planned += 1
         return None
