@@ -206,42 +206,44 @@ def test_a_repeated_call_is_the_finished_step_and_its_dependents_wait_on_that() 
     assert again_after_write.reused == {} and again_after_write.added == ["s1.2"]
 
 
-def test_a_step_written_twice_in_one_plan_is_refused_unless_it_waits_on_the_other() -> None:
-    from soothe_planner.planner.small_model.plan_rules import repeats_own_step
+def test_a_step_written_twice_in_one_plan_is_merged_into_the_first_unless_it_waits_on_it() -> None:
+    from soothe_planner.planner.generation import merge_repeats
 
     read = StepAction(id="s1", description="read the config", tool="read_file", args={"path": "a.toml"})
-    # the same call under other words and another key order is the same work
+    # the same call under other words is the same work; so is the same task in other case and spacing
     twice = read.model_copy(update={"id": "s2", "description": "look at a.toml"})
-    ask = StepAction(id="s3", description="Give  the port", depends_on=["s1"])
-    ask_again = StepAction(id="s4", description="give the PORT", depends_on=["s1"])
-    problems = repeats_own_step(AgentDecision(steps=[read, twice, ask, ask_again]))
-    assert problems == [
-        "step s2 repeats step s1 (the same call, read_file, on the same inputs): drop s2, "
-        "or give it the different work it was meant to do",
-        "step s4 repeats step s3 (the same task on the same inputs): drop s4, "
-        "or give it the different work it was meant to do",
-    ]
-    # after the first (a second run meant to see what the first changed), with other arguments, or
-    # another task: not a repeat
+    ask = StepAction(id="s3", description="Give  the port of {{s1.output}}", depends_on=["s1"])
+    ask_again = StepAction(id="s4", description="give the PORT of {{s2.output}}", depends_on=["s2"])
+    use = StepAction(id="s5", description="save", tool="write_file",
+                     args={"path": "p.txt", "content": "{{s4.output}}"}, depends_on=["s4", "s3"])
+    warnings: list[str] = []
+    merged = merge_repeats(AgentDecision(steps=[read, twice, ask, ask_again, use]), warnings)
+    assert merged is not None and [s.id for s in merged.steps] == ["s1", "s3", "s5"]
+    assert merged.steps[2].depends_on == ["s3"] and merged.steps[2].args["content"] == "{{s3.output}}"
+    assert warnings == ["step 's2' repeated step 's1' (the same work on the same inputs): merged into it",
+                        "step 's4' repeated step 's3' (the same work on the same inputs): merged into it"]
+    # after the first (meant to run again), with other arguments, or another task: kept
     after = read.model_copy(update={"id": "s2", "depends_on": ["s1"]})
-    other = read.model_copy(update={"id": "s5", "args": {"path": "b.toml"}})
-    other_task = ask.model_copy(update={"id": "s6", "description": "give the host"})
-    assert repeats_own_step(AgentDecision(steps=[read, after, other, ask, other_task])) == []
+    other = read.model_copy(update={"id": "s6", "args": {"path": "b.toml"}})
+    other_task = ask.model_copy(update={"id": "s7", "description": "give the host"})
+    plan = AgentDecision(steps=[read, after, other, ask, other_task])
+    assert merge_repeats(plan, warnings) is plan
 
 
-async def test_a_plan_that_writes_one_call_twice_is_re_asked_and_the_answer_kept(tmp_path: Path) -> None:
+async def test_a_plan_that_writes_one_call_twice_runs_it_once_without_a_re_ask(tmp_path: Path) -> None:
     ctx, _ = _context(_workspace(tmp_path))
     twice = {"steps": [
         _step("s1", "read_file", {"path": "config/server.toml"}),
         _step("s2", "read_file", {"path": "config/server.toml"}),
         _step("s3", "answer", {"task": "give the port number only"}, "s1", "s2"),
     ]}
-    model = ScriptedChatModel(responses=[twice, READ_THEN_ANSWER])
+    model = ScriptedChatModel(responses=[twice])
     planner = LLMPlanner(model, settings=COMPACT)
     result = await planner.plan(GOAL, LoopState(goal=GOAL, thread_id="t1"), ctx)
-    assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1", "s2"]
-    assert "step s2 repeats step s1 (the same call, read_file," in model.calls[1].last_text
-    assert planner.stats.as_dict()["reask"] == 1
+    assert result.decision is not None and [s.id for s in result.decision.steps] == ["s1", "s3"]
+    assert result.decision.steps[1].depends_on == ["s1"]
+    assert any("'s2' repeated step 's1'" in w for w in result.warnings)
+    assert planner.stats.as_dict()["reask"] == 0 and model.remaining == 0
 
 
 # --------------------------------------------------------------------------- honest "done" on a small model

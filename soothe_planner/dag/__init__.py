@@ -39,6 +39,7 @@ from soothe_planner.dag.step_refs import (
     map_arg_strings,
     parse_token,
     references_in,
+    rename_references,
     resolve_args,
     resolve_references,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "parse_token",
     "reachable",
     "references_in",
+    "rename_references",
     "resolve_args",
     "resolve_references",
     "signature",

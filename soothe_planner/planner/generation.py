@@ -18,7 +18,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from soothe_planner.dag import PlanManager, ToolDescriptions, describes_tool, validate_steps
+from soothe_planner.dag import (
+    PlanManager,
+    ToolDescriptions,
+    call_key,
+    describes_tool,
+    rename_references,
+    validate_steps,
+)
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import GenerationAttempt
 from soothe_planner.models import AgentDecision, Capability, PlanContext
@@ -30,7 +37,6 @@ from soothe_planner.planner.small_model.plan_rules import (
     ends_in_gathering,
     repeats_failed_calls,
     repeats_finished_work,
-    repeats_own_step,
     retries_missing_data,
     writes_a_receipt,
 )
@@ -88,6 +94,51 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     return decision.model_copy(update={"steps": steps})
 
 
+def merge_repeats(decision: AgentDecision | None, warnings: list[str]) -> AgentDecision | None:
+    """``decision`` with each step that repeats an earlier step of it dropped, and what depended on
+    it or used its output pointed at that earlier step, with a warning naming both.
+
+    A repeat does the same work on the same inputs: the same call (tool and arguments) or, for a
+    model step, the same task (its description, without case or spacing), tools and subagent —
+    after the same dependencies. Both would run at once and the second would add only its cost (a
+    1.5B wrote one call four times over, in parallel). A plan that means work done twice orders it:
+    the second waits on the first, and is not a repeat. Merged, not refused: a re-ask costs a call,
+    and the 1.5B wrote the same repeats again when asked (one plan was lost that way). Steps whose
+    id is given twice are left to the DAG's rule on ids.
+    """
+    if decision is None or len(decision.steps) < 2:
+        return decision
+    given = [s.id for s in decision.steps]
+    ids = frozenset(given)
+    first: dict[tuple[object, ...], str] = {}
+    renamed: dict[str, str] = {}
+    for s in decision.steps:
+        if given.count(s.id) > 1:
+            continue
+        deps = tuple(sorted({renamed.get(d, d) for d in s.depends_on}))
+        if s.tool:
+            key: tuple[object, ...] = ("tool", call_key(s.tool, rename_references(s.args, renamed, ids)), deps)
+        else:
+            task = rename_references({"d": s.description}, renamed, ids)["d"]
+            key = ("model", " ".join(task.casefold().split()), tuple(sorted(s.tools)), s.subagent, deps)
+        earlier = first.setdefault(key, s.id)
+        if earlier != s.id:
+            renamed[s.id] = earlier
+            warnings.append(f"step {s.id!r} repeated step {earlier!r} (the same work on the same inputs): "
+                            f"merged into it")
+    if not renamed:
+        return decision
+    steps = [
+        s.model_copy(update={
+            "depends_on": list(dict.fromkeys(renamed.get(d, d) for d in s.depends_on)),
+            "args": rename_references(s.args, renamed, ids),
+            "description": rename_references({"d": s.description}, renamed, ids)["d"],
+        })
+        for s in decision.steps if s.id not in renamed
+    ]
+    return decision.model_copy(update={"steps": steps})
+
+
 def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], Generated]:
     """How a plan written in the calls syntax is read (``plan_syntax``): its lines into the compact
     JSON shape, then the same reader and repairs as a JSON plan."""
@@ -97,7 +148,8 @@ def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -
     def read_json(data: Mapping[str, Any], warnings: list[str]) -> Generated:
         pd = read_decision(data, **rules)
         notes = [*warnings, *pd.warnings]
-        return Generated(pd.plan_action, relabel_copied(pd.decision, context, notes), pd.next_action, notes)
+        return Generated(pd.plan_action, relabel_copied(merge_repeats(pd.decision, notes), context, notes),
+                         pd.next_action, notes)
 
     return calls_text_reader(
         read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, model_step_name(context.capability_names())},
@@ -120,7 +172,8 @@ def readers(
 
     def generated(pd: ParsedDecision) -> Generated:
         notes = list(pd.warnings)
-        return Generated(pd.plan_action, relabel_copied(pd.decision, context, notes), pd.next_action, notes)
+        return Generated(pd.plan_action, relabel_copied(merge_repeats(pd.decision, notes), context, notes),
+                         pd.next_action, notes)
 
     def read(obj: BaseModel) -> Generated:
         assert isinstance(obj, GeneratePlan)
@@ -168,7 +221,6 @@ def decision_validator(
                                      *retries_missing_data(gen.decision, nodes),
                                      *writes_a_receipt(gen.decision, by_name),
                                      *repeats_failed_calls(gen.decision, nodes),
-                                     *repeats_own_step(gen.decision),
                                      *(repeats_finished_work(gen.decision, nodes, by_name) if greedy else []))
                          if p]
         if problems:

@@ -4,8 +4,8 @@ The DAG validator (``dag/``) judges any plan; the contract's rules (``planner/co
 judge it against the goal's deliverable. These rules catch a small model's habits, seen on real
 goals: a plan that only reads, re-planned every iteration without ever answering; an answer step
 meant as the deliverable's file, with no write of it; an answer that found its data lacking,
-asked again of the same data every iteration; the very plan that just ran, planned again; one
-step written twice in the same plan; and a plan that leaves the deliverable's file unwritten. Each returns the re-ask's words, so the model
+asked again of the same data every iteration; the very plan that just ran, planned again; and a
+plan that leaves the deliverable's file unwritten. Each returns the re-ask's words, so the model
 is told exactly what to change. None reads the goal's words.
 """
 
@@ -20,7 +20,7 @@ from soothe_planner.models import AgentDecision, Capability, PlanStep, StepActio
 from soothe_planner.planner.contract import is_model_step, owed_files, write_target, writer_names
 
 __all__ = ["answers_meant_as_writes", "ends_in_gathering", "repeats_failed_calls", "repeats_finished_work",
-           "repeats_own_step", "retries_missing_data", "write_owed", "writes_a_receipt"]
+           "retries_missing_data", "write_owed", "writes_a_receipt"]
 
 
 def write_owed(
@@ -209,33 +209,6 @@ def repeats_failed_calls(decision: AgentDecision, nodes: Sequence[PlanStep]) -> 
             error = (old.result.error or "").split(": ", 1)[-1][:200]
             problems.append(f"step {s.id} calls {s.tool} with the arguments that failed in {old.id} ({error}): "
                             "change the arguments as the error says")
-    return problems
-
-
-def repeats_own_step(decision: AgentDecision) -> list[str]:
-    """Steps of one plan that do exactly what an earlier step of it does, on the same inputs.
-
-    Two tool steps do the same work when they make the same call (tool and arguments) after the
-    same dependencies, whatever their descriptions say; two model steps when they give the model
-    the same task (their descriptions, compared without case or spacing) with the same tools,
-    subagent and dependencies. Neither waits for the other, so both run at once and the second
-    adds nothing but its cost (a 1.5B wrote one call four times over, all in parallel). A step
-    meant to run again after another depends on it, and so is not a repeat.
-    """
-    first: dict[tuple[object, ...], str] = {}
-    problems = []
-    for s in decision.steps:
-        deps = tuple(sorted(set(s.depends_on)))
-        if s.tool:
-            key: tuple[object, ...] = ("tool", call_key(s.tool, s.args), deps)
-        else:
-            task = " ".join(s.description.casefold().split())
-            key = ("model", task, tuple(sorted(s.tools)), s.subagent, deps)
-        earlier = first.setdefault(key, s.id)
-        if earlier != s.id:
-            what = f"the same call, {s.tool}," if s.tool else "the same task"
-            problems.append(f"step {s.id} repeats step {earlier} ({what} on the same inputs): drop {s.id}, "
-                            f"or give it the different work it was meant to do")
     return problems
 
 
