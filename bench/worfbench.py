@@ -534,7 +534,7 @@ def write_digests(args: argparse.Namespace, part: tuple[int, int] | None, stem: 
         base = resolve_planner(load_config(args.config))  # the run's own model, never called
     settings = run_settings(base, max_steps, args.n_ctx)
     name = f"{stem}.part-{part[0]}-of-{part[1]}"
-    out = asyncio.run(digests_of_part(name, key, items, settings, unwrap_model(base.model)))
+    out = asyncio.run(digests_of_part(name, key, items, settings, unwrap_model(base.model), config_files=[args.config]))
     runs = [r for item in out["runs"].values() for r in item.values()]
     missed = sum(1 for r in runs if "digests" not in r)
     print(f"{name}.digests.json: {len(runs) - missed} of {len(runs)} runs replayed to their saved rows "

@@ -200,9 +200,10 @@ def code_commit() -> str:
 
 
 async def digests_of_part(name: str, key: RunKey, items: dict[str, dict[str, Any]], settings: Any,
-                          like: Any) -> dict[str, Any]:
+                          like: Any, *, config_files: Sequence[Path] = ()) -> dict[str, Any]:
     """The request digests of part file ``name``'s runs, replayed under the code checked out now
-    (the code that made them): written beside it as ``<name>.digests.json`` and returned. A run
+    (the code that made them): written beside it as ``<name>.digests.json`` (its ``code``: the
+    planner's commit; its provenance: the harness's) and returned. A run
     whose replay does not give back its saved rows exactly gets a reason instead of digests."""
     data = read_run(_common.RESULTS_DIR / f"{name}.json", key)
     out: dict[str, dict[str, Any]] = {}
@@ -221,7 +222,7 @@ async def digests_of_part(name: str, key: RunKey, items: dict[str, dict[str, Any
                 continue
             out[item_id][run] = {"digests": replay.digests}
     payload = {"part": name, "code": code_commit(), "runs": out}
-    (_common.RESULTS_DIR / f"{name}.digests.json").write_text(json.dumps(payload, indent=1) + "\n")
+    _common.write_results(f"{name}.digests", payload, config_files=config_files)
     return payload
 
 
