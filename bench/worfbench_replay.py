@@ -50,10 +50,11 @@ __all__ = ["Replay", "ReplayDiverged", "ReplayModel", "Reusable", "code_commit",
 TOOLS_KEY = "replay_tools"
 
 
-class ReplayDiverged(BaseException):
-    """Raised into the code under replay once its requests leave the saved run's: ends the replay.
+class ReplayDiverged(RuntimeError):
+    """Raised into the code under replay once its requests leave the saved run's.
 
-    A ``BaseException``, so no retry or fallback of the planner catches it and asks again.
+    The planner may take it for a failed call and try again; every later call raises it too, and
+    the replay keeps the first departure (``Replay.diverged``), so nothing asked after it counts.
     """
 
 
@@ -90,7 +91,11 @@ class Replay:
             self._leave(f"call {i + 1} is {phase or 'unnamed'}; the saved run's was {saved['phase'] or 'unnamed'}")
         if saved.get("error"):
             self._leave(f"call {i + 1} failed in the saved run ({str(saved['error'])[:80]})")
-        return saved_reply(saved, call, i)
+        try:
+            return saved_reply(saved, call, i)
+        except ReplayDiverged as exc:
+            self._leave(str(exc))
+            raise
 
     def _leave(self, why: str) -> None:
         self.diverged = self.diverged or why  # the first departure; a caller that retries adds nothing

@@ -387,6 +387,27 @@ def test_parts_merge_into_the_run_one_process_would_report(tmp_path: Path, monke
     assert (part["items_requested"], part["items_done"]) == (4, 2)
 
 
+def test_a_replay_keeps_the_first_departure_from_the_saved_calls() -> None:
+    from langchain_core.messages import HumanMessage
+
+    from bench.worfbench_replay import Replay, ReplayDiverged
+    from soothe_planner.testing import ScriptedCall
+
+    saved = [{"phase": "plan-generate", "text": "s1 = f()", "tool_calls": [], "error": ""}]
+    call = ScriptedCall(index=0, messages=[HumanMessage("plan")], metadata={"soothe_phase": "plan-generate"})
+    replay = Replay(saved)
+    assert replay.answer(call, "d1").content == "s1 = f()" and replay.whole
+    with pytest.raises(ReplayDiverged, match="call 2 was asked; the saved run made 1"):
+        replay.answer(call, "d2")
+    other = ScriptedCall(index=2, messages=[HumanMessage("plan")], metadata={"soothe_phase": "plan-reask"})
+    with pytest.raises(ReplayDiverged, match="call 2 was asked"):  # the first departure is the one kept
+        replay.answer(other, "d3")
+    assert not replay.whole and replay.digests == ["d1", "d2", "d3"]
+    wrong_phase = Replay(saved)
+    with pytest.raises(ReplayDiverged, match="call 1 is plan-reask; the saved run's was plan-generate"):
+        wrong_phase.answer(other, "d1")
+
+
 @pytest.mark.skipif(not DATA.is_dir(), reason="WorFBench data not beside the repository")
 def test_a_run_reads_from_saved_calls_what_this_code_would_ask_again_and_plans_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
