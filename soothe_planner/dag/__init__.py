@@ -10,6 +10,7 @@ from soothe_planner.dag.arg_schema import (
     check_args,
     signature,
 )
+from soothe_planner.dag.ingest import follow_renames
 from soothe_planner.dag.plan_dag import (
     PlanDAG,
     ReadyFeed,
@@ -75,6 +76,7 @@ __all__ = [
     "describes_tool",
     "find_cycle",
     "find_references",
+    "follow_renames",
     "free_step_id",
     "latest_results",
     "listing",

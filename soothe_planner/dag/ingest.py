@@ -22,7 +22,7 @@ from soothe_planner.dag.step_refs import rename_references
 from soothe_planner.dag.validation import validate_steps
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 
-__all__ = ["IngestReport", "PlanRevision", "Prepared", "call_key", "fresh_id", "prepare", "repeats"]
+__all__ = ["IngestReport", "PlanRevision", "Prepared", "call_key", "follow_renames", "fresh_id", "prepare", "repeats"]
 
 ID_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
 MAX_ID = 32
@@ -88,6 +88,20 @@ def fresh_id(given: str, counters: dict[str, int], taken: set[str], existing: Co
             taken.add(candidate)
             return candidate
 
+def follow_renames(step: StepAction, renamed: Mapping[str, str], batch: Collection[str]) -> StepAction:
+    """``step`` with its id, dependencies (once each) and the references in its args and description
+    following ``renamed`` (given id -> the id to use; ``batch``: the ids as given)."""
+    return step.model_copy(
+        update={
+            "id": renamed.get(step.id, step.id),
+            "depends_on": list(dict.fromkeys(renamed.get(d, d) for d in step.depends_on)),
+            "args": rename_references(step.args, renamed, batch),
+            # a model step's description may point at an output the same way its args would
+            "description": rename_references({"d": step.description}, renamed, batch)["d"],
+        }
+    )
+
+
 def prepare(
     decision: AgentDecision,
     replace: bool,
@@ -124,15 +138,7 @@ def prepare(
     ren = {**{k: v for k, v in prep.reused.items() if k != v}, **prep.renamed}
     given_ids = frozenset(s.id for s in decision.steps)
     prep.steps = [
-        s.model_copy(
-            update={
-                "id": ren.get(s.id, s.id),
-                "depends_on": list(dict.fromkeys(ren.get(d, d) for d in s.depends_on)),
-                "args": rename_references(s.args, ren, given_ids),
-                # a model step's description may point at an output the same way its args would
-                "description": rename_references({"d": s.description}, ren, given_ids)["d"],
-            }
-        )
+        follow_renames(s, ren, given_ids)
         if ren and (s.id in ren or any(d in ren for d in s.depends_on) or s.args or "{{" in s.description)
         else s
         for s in kept

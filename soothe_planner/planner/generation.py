@@ -23,6 +23,7 @@ from soothe_planner.dag import (
     ToolDescriptions,
     call_key,
     describes_tool,
+    follow_renames,
     rename_references,
     validate_steps,
 )
@@ -128,15 +129,16 @@ def merge_repeats(decision: AgentDecision | None, warnings: list[str]) -> AgentD
                             f"merged into it")
     if not renamed:
         return decision
-    steps = [
-        s.model_copy(update={
-            "depends_on": list(dict.fromkeys(renamed.get(d, d) for d in s.depends_on)),
-            "args": rename_references(s.args, renamed, ids),
-            "description": rename_references({"d": s.description}, renamed, ids)["d"],
-        })
-        for s in decision.steps if s.id not in renamed
-    ]
+    steps = [follow_renames(s, renamed, ids) for s in decision.steps if s.id not in renamed]
     return decision.model_copy(update={"steps": steps})
+
+
+def repaired(pd: ParsedDecision, context: PlanContext, warnings: list[str] | None = None) -> Generated:
+    """A read answer as the planner uses it: repeated steps merged, copied tool descriptions
+    relabelled, every warning kept (``warnings``: the reader's before ``pd``'s own)."""
+    notes = [*(warnings or []), *pd.warnings]
+    return Generated(pd.plan_action, relabel_copied(merge_repeats(pd.decision, notes), context, notes),
+                     pd.next_action, notes)
 
 
 def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -> Callable[[str], Generated]:
@@ -146,10 +148,7 @@ def calls_reader(context: PlanContext, max_steps: int, pm: PlanManager | None) -
     tools = [c.name for c in context.available_capabilities if c.kind == "tool"]
 
     def read_json(data: Mapping[str, Any], warnings: list[str]) -> Generated:
-        pd = read_decision(data, **rules)
-        notes = [*warnings, *pd.warnings]
-        return Generated(pd.plan_action, relabel_copied(merge_repeats(pd.decision, notes), context, notes),
-                         pd.next_action, notes)
+        return repaired(read_decision(data, **rules), context, warnings)
 
     return calls_text_reader(
         read_json, tool_schemas=rules["tool_schemas"], known_tools={*tools, model_step_name(context.capability_names())},
@@ -170,19 +169,15 @@ def readers(
     """
     rules = _rules(context, max_steps, pm)
 
-    def generated(pd: ParsedDecision) -> Generated:
-        notes = list(pd.warnings)
-        return Generated(pd.plan_action, relabel_copied(merge_repeats(pd.decision, notes), context, notes),
-                         pd.next_action, notes)
 
     def read(obj: BaseModel) -> Generated:
         assert isinstance(obj, GeneratePlan)
         if obj.plan_action != "new":
             return Generated(obj.plan_action, None, obj.next_action)
-        return generated(read_decision(obj.model_dump(), **rules))
+        return repaired(read_decision(obj.model_dump(), **rules), context)
 
     def parse(text: str) -> Generated:
-        return generated(parse_decision(text, **rules))
+        return repaired(parse_decision(text, **rules), context)
 
     return read, parse
 
