@@ -109,7 +109,7 @@ def test_every_item_of_the_data_offers_tools_its_text_names() -> None:
 
 
 async def _run(items: list[dict[str, Any]], model: Any, **settings: Any) -> dict[str, Any]:
-    from bench.worfbench import _run_items
+    from bench.worfbench_run import _run_items
 
     found, _ = await _run_items(items, _base(model, **settings), max_seconds=600, max_steps=10, context_tokens=8192)
     return found
@@ -434,8 +434,10 @@ def test_a_run_reads_from_saved_calls_what_this_code_would_ask_again_and_plans_t
             assert record["replayed_from"] == "worfbench-a" and record["calls"] == saved["runs"][item_id]["runs"][run]["calls"]
     # a planner asked anything else (here its step limit, in its prompt) plans again; the two-shot
     # prompt is unchanged and is still read from the saved call
-    real = wb.run_settings
-    monkeypatch.setattr(wb, "run_settings", lambda *a, **k: real(*a, **k).model_copy(
+    import bench.worfbench_run as run
+
+    real = run.run_settings
+    monkeypatch.setattr(run, "run_settings", lambda *a, **k: real(*a, **k).model_copy(
         update={"max_plan_steps": real(*a, **k).max_plan_steps + 1}))
     assert wb.main([*args, "--tag", "c", "--replay-from", "a"]) == 0
     changed = json.loads((tmp_path / "worfbench-c.part-0-of-1.json").read_text())
@@ -520,7 +522,7 @@ def test_a_part_resumes_from_its_own_file_and_refuses_another_runs(
 
 
 async def test_each_item_has_the_call_budget_of_one_run_not_a_share_of_one_budget() -> None:
-    from bench.worfbench import _run_items
+    from bench.worfbench_run import _run_items
     from soothe_planner.concurrency import ConcurrencyController, ConcurrencyPolicy
 
     items = [_item("os", i) for i in range(4)]
@@ -534,7 +536,7 @@ async def test_each_item_has_the_call_budget_of_one_run_not_a_share_of_one_budge
 
 
 async def test_a_run_reports_each_item_as_it_ends_and_skips_the_items_it_is_given() -> None:
-    from bench.worfbench import _run_items
+    from bench.worfbench_run import _run_items
 
     items = [_item("os", i) for i in range(3)]
     model = _embedded_like(_tagged([]))

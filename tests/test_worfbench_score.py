@@ -179,7 +179,7 @@ def test_a_plan_becomes_answer_text_with_start_end_and_its_dangling_edges_noted(
 async def test_the_benchmark_serves_the_configured_embedded_model_with_its_long_context(
     spec: str, alias_part: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import bench.worfbench as wb
+    import bench.worfbench_run as wb
     import soothe_planner.local as local
 
     started: list[dict[str, object]] = []
