@@ -133,7 +133,8 @@ def test_a_reference_to_a_step_in_neither_the_batch_nor_the_dag_is_an_error() ->
     found = errors(typed("s1", "list_dir", {}), typed("s2", "write_file", {"path": "r.md", "content": "{{sN.output}}"}))
     assert found == [
         "step 's2' argument 'content' refers to {{sN.output}}, but there is no step 'sN' "
-        "in this decision or the plan (steps: s1, s2)"
+        "in this decision or the plan (steps: s1, s2; a {{...}} reference stands only for a step's output: "
+        "text the goal gives goes into the argument as it is)"
     ]
 
 

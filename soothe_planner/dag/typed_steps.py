@@ -142,7 +142,8 @@ def typed_step_errors(
                 shown = ", ".join(sorted(known_ids)[:12]) or "none"
                 errors.append(
                     f"step {q} argument '{where}' refers to {ref.text}, but there is no step "
-                    f"'{ref.step_id}' in this decision or the plan (steps: {shown})"
+                    f"'{ref.step_id}' in this decision or the plan (steps: {shown}; a {{{{...}}}} reference "
+                    "stands only for a step's output: text the goal gives goes into the argument as it is)"
                 )
             elif not _waits_for(step, ref.step_id, deps_of):
                 errors.append(
