@@ -345,7 +345,8 @@ def main(argv: list[str]) -> int:
     steps = largest_gold(items)
     if args.digests:
         return write_digests(args, part, stem, key, {str(it["id"]): it for it in mine}, steps)
-    reuse = reusable_runs(f"worfbench-{args.replay_from}", key) if args.replay_from else None
+    reuse = (reusable_runs(f"worfbench-{args.replay_from}", key, _model_digest(args)) if args.replay_from
+             else None)
     print(f"worfbench: {len(mine)} of {n} items (seed {args.seed}) across {', '.join(sorted(items))}; "
           f"config {args.config.name}; runs {', '.join(runs)}{' (scripted model)' if args.scripted else ''}; "
           f"max_plan_steps >= {steps}; n_ctx {args.n_ctx}; time box {args.max_seconds:.0f} s\n")
@@ -442,6 +443,13 @@ def _provenance_args(args: argparse.Namespace, *, model: bool) -> dict[str, Any]
         models = load_config(args.config).models
         found = embedded_model_file(models.default, models.base_url)
     return {"config_files": [args.config], "model_file": found}
+
+
+def _model_digest(args: argparse.Namespace) -> str | None:
+    """sha256 of the model file this run will load (``None`` for a scripted run)."""
+    from bench.provenance import model_digest
+
+    return None if args.scripted else model_digest(_provenance_args(args, model=True)["model_file"])
 
 
 def _parse_part(text: str) -> tuple[int, int]:

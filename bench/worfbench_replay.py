@@ -244,14 +244,22 @@ class Reusable:
         return self.runs.get(item_id, {}).get(run)
 
 
-def reusable_runs(stem: str, key: RunKey) -> Reusable:
-    """Every run of the part files ``<stem>.part-*.json`` that has digests beside it."""
+def reusable_runs(stem: str, key: RunKey, model_digest: str | None) -> Reusable:
+    """Every run of the part files ``<stem>.part-*.json`` that has digests beside it; refused when a
+    part was planned by another model file than ``model_digest`` (the sha256 of the one this run loads;
+    ``None``: a scripted model), since its replies would then stand in for another model's."""
     found = Reusable(stem)
     parts = sorted(p for p in _common.RESULTS_DIR.glob(f"{stem}.part-*-of-*.json") if not p.name.endswith(".digests.json"))
     if not parts:
         raise SystemExit(f"--replay-from: no part file {stem}.part-K-of-N.json in {_common.RESULTS_DIR.name}/")
     for path in parts:
         data = read_run(path, key)
+        theirs = (data.get("provenance") or {}).get("model_digest")
+        if theirs != model_digest:
+            raise SystemExit(
+                f"--replay-from: {path.name} was planned by model file {_short(theirs)}, this run loads "
+                f"{_short(model_digest)}: a replay stands in only for the same model's replies"
+            )
         side = path.with_name(path.stem + ".digests.json")
         digests = json.loads(side.read_text())["runs"] if side.exists() else {}
         for item_id, saved in data["runs"].items():
@@ -260,6 +268,10 @@ def reusable_runs(stem: str, key: RunKey) -> Reusable:
                 if d is not None:
                     found.runs.setdefault(item_id, {})[run] = (record, d)
     return found
+
+
+def _short(digest: str | None) -> str:
+    return f"sha256 {digest[:12]}" if digest else "none (a scripted model)"
 
 
 async def try_replay(reuse: Reusable | None, run: str, item: dict[str, Any], settings: Any, like: Any,

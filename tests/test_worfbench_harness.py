@@ -447,6 +447,14 @@ def test_a_run_reads_from_saved_calls_what_this_code_would_ask_again_and_plans_t
         # planned by the (scripted) model again: its calls are new, its replies the same gold
         assert item["runs"]["full"]["calls"] != saved["runs"][item_id]["runs"]["full"]["calls"]
         assert item["answers"] == saved["runs"][item_id]["answers"]
+    # a saved run of another model file is never read in place of this one's model
+    other_model = {**saved, "provenance": {**saved["provenance"], "model_digest": "f" * 64}}
+    (tmp_path / "worfbench-e.part-0-of-1.json").write_text(json.dumps(other_model))
+    (tmp_path / "worfbench-e.part-0-of-1.digests.json").write_text(
+        (tmp_path / "worfbench-a.part-0-of-1.digests.json").read_text())
+    with pytest.raises(SystemExit, match=r"worfbench-e.part-0-of-1.json was planned by model file sha256 ffffffffffff, "
+                                         r"this run loads none \(a scripted model\)"):
+        wb.main([*args, "--tag", "f", "--replay-from", "e"])
     # no digests beside a run: nothing to stand on, everything is planned
     (tmp_path / "worfbench-a.part-0-of-1.digests.json").unlink()
     assert wb.main([*args, "--tag", "d", "--replay-from", "a"]) == 0
