@@ -337,3 +337,19 @@ def test_reading_a_parsed_plan_refuses_what_the_rules_refuse() -> None:
         read_decision(cyclic)
     with pytest.raises(PlanParseError, match="over max_steps=1"):
         read_decision({"steps": [{"id": "a", "description": "x"}, {"id": "b", "description": "y"}]}, max_steps=1)
+
+
+def test_an_argument_holding_only_the_steps_own_output_is_dropped_unless_the_tool_declares_it() -> None:
+    text = json.dumps({"plan_action": "new", "steps": [
+        {"id": "s1", "description": "count the log lines", "tool": "bash",
+         "args": {"command": "wc -l app.log", "output": "{{s1.output}}"}, "depends_on": []},
+        {"id": "s2", "description": "keep the summary", "tool": "store",
+         "args": {"text": "lines: {{s1.output}}", "output": "{{s2.output}}"}, "depends_on": ["s1"]}]})
+    schemas = {"store": {"type": "object", "properties": {"text": {"type": "string"}, "output": {"type": "string"}}}}
+    result = parse_decision(text, known_capabilities=["bash", "store"], tool_schemas=schemas)
+    assert result.decision is not None
+    s1, s2 = result.decision.steps
+    assert s1.args == {"command": "wc -l app.log"}  # bash has no schema: 'output' is no argument it takes
+    assert any("dropped argument 'output'" in w and "'s1'" in w for w in result.warnings)
+    # store declares 'output': the reading leaves it, and the validator refuses the self-reference
+    assert s2.args == {"text": "lines: {{s1.output}}", "output": "{{s2.output}}"}

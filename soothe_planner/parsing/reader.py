@@ -80,6 +80,9 @@ Typed tool steps (``typed_args``; a step with neither tool nor subagent is a mod
     argument given as ``""`` where the tool takes a number, boolean, list or object is read as not
     given (small models fill every optional argument, with ``""`` for "none"). With no
     schema known only ``additionalProperties``, ``$schema`` and ``$defs`` are dropped.
+  - an argument the tool does not declare (or any, with no schema known) whose whole value is the
+    step's own output (``"output": "{{s1.output}}"`` on s1) is dropped: it names where the output
+    goes; one the tool declares is left for the validator to refuse.
   - references in args written ``{{s1}}``, ``{{ s1.output }}``, ``{{s1.result}}``,
     ``{{step_s1.output}}``, ``{{steps.s1.output}}``, ``{s1.output}``, ``$s1.output`` or
     ``${s1.output}`` (a field may follow) become the canonical ``{{s1.output}}``; a double-brace

@@ -221,7 +221,9 @@ def repair_typed(
             s["args"] = {}
         else:
             if s["tool"] is not None:
-                _schema_repairs(s, label, (tool_schemas or {}).get(s["tool"]), warnings)
+                schema = (tool_schemas or {}).get(s["tool"])
+                _schema_repairs(s, label, schema, warnings)
+                _drop_own_output(s, label, schema, known_ids, warnings)
             refs = _referenced(s["args"], known_ids)
         reach: set[str] | None = None
         for ref in refs:
@@ -234,6 +236,21 @@ def repair_typed(
             s["depends_on"].append(ref)
             reach = None  # the new dependency may already lead to the next reference
             warnings.append(f"step {label}: its args use {canonical_reference(ref)}, so it now depends on {ref!r}")
+
+
+def _drop_own_output(step: dict[str, Any], label: str, schema: Mapping[str, Any] | None,
+                     known: Collection[str], warnings: list[str]) -> None:
+    """Drop each argument the tool does not declare whose whole value is the step's own output
+    (``"output": "{{s1.output}}"`` on step s1): it names where the output goes, not an input; no
+    step can wait for its own output. An argument the tool declares is left for the validator."""
+    props = schema.get("properties") if schema is not None else None
+    declared = props if isinstance(props, Mapping) else {}
+    own = [k for k, v in step["args"].items()
+           if k not in declared and isinstance(v, str) and (m := REFERENCE_RE.fullmatch(v.strip())) is not None
+           and parse_token(m.group(1), known)[0] == step["id"]]
+    for k in own:
+        warnings.append(f"step {label}: dropped argument {k!r} = {step['args'].pop(k)!r}: the step's own output "
+                        "is no input (it names where the output goes)")
 
 
 def _referenced(args: dict[str, Any], known: Collection[str]) -> list[str]:

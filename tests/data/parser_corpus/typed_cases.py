@@ -97,6 +97,11 @@ def _leak_only_additional(s: Step) -> Step:
     return {**s, "args": {**s["args"], "additionalProperties": False}}
 
 
+def _own_output(s: Step) -> Step:
+    # The step names where its output goes, as an argument no tool takes.
+    return {**s, "args": {**s["args"], "output": "{{" + s["id"] + ".output}}"}}
+
+
 def _as_schema(s: Step) -> Step:
     return {**s, "args": {"type": "object", "properties": s["args"]}}
 
@@ -177,6 +182,8 @@ VARIANTS: dict[str, tuple[Callable[[list[Step]], list[Step]], list[str], bool]] 
     "tool_alias_function": (_rename("tool", "function"), [], True),
     "schema_keywords": (_each_typed(_keywords), ["dropped schema keyword"], True),
     "additional_properties_without_schemas": (_each_typed(_leak_only_additional), ["dropped schema keyword"], False),
+    "own_output_argument": (_each_typed(_own_output), ["the step's own output is no input"], True),
+    "own_output_argument_without_schemas": (_each_typed(_own_output), ["the step's own output is no input"], False),
     "args_written_as_schema": (_each_typed(_as_schema), ["written as a schema"], True),
     "tool_as_tools_list": (_each_typed(_tools_list), ["one-element tools list"], True),
     "tool_as_one_element_list": (_each_typed(_tool_list), [], True),
