@@ -15,7 +15,9 @@ and so re-asked — is planned by the model again, whole.
 The saved run's requests are found the same way: ``--digests`` replays a part file under the code
 that made it (check out that commit), checks the replay gives back every saved answer, and writes
 the digests beside it (``<part>.digests.json``); a run it does not give back is left without
-digests and is always planned again.
+digests and is always planned again. The digests say what was asked, not who answered: a saved
+run is read only when its provenance names the model file this run loads (same sha256), and a
+part planned by another model is refused, naming both.
 
 What was weighed: comparing prompts alone would miss a changed plan schema or grammar, so the
 digest covers the whole request; a replay whose code read a reply differently but asked nothing
