@@ -163,10 +163,15 @@ def _note(written: str, canon: str, seen: dict[str, str]) -> str:
     return canon
 
 
+def _declared(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The arguments ``schema`` declares, by name ({} with no schema, or none it can read)."""
+    props = schema.get("properties") if schema is not None else None
+    return props if isinstance(props, Mapping) else {}
+
+
 def _schema_repairs(step: dict[str, Any], label: str, schema: Mapping[str, Any] | None, warnings: list[str]) -> None:
     args: dict[str, Any] = step["args"]
-    props = schema.get("properties") if schema is not None else None
-    declared = props if isinstance(props, Mapping) else {}
+    declared = _declared(schema)
     keywords = _SCHEMA_KEYWORDS if schema is not None else _ALWAYS_KEYWORDS
     inner = args.get("properties")
     if (
@@ -243,8 +248,7 @@ def _drop_own_output(step: dict[str, Any], label: str, schema: Mapping[str, Any]
     """Drop each argument the tool does not declare whose whole value is the step's own output
     (``"output": "{{s1.output}}"`` on step s1): it names where the output goes, not an input; no
     step can wait for its own output. An argument the tool declares is left for the validator."""
-    props = schema.get("properties") if schema is not None else None
-    declared = props if isinstance(props, Mapping) else {}
+    declared = _declared(schema)
     own = [k for k, v in step["args"].items()
            if k not in declared and isinstance(v, str) and (m := REFERENCE_RE.fullmatch(v.strip())) is not None
            and parse_token(m.group(1), known)[0] == step["id"]]

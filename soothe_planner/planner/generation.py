@@ -169,7 +169,6 @@ def readers(
     """
     rules = _rules(context, max_steps, pm)
 
-
     def read(obj: BaseModel) -> Generated:
         assert isinstance(obj, GeneratePlan)
         if obj.plan_action != "new":
