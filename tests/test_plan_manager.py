@@ -486,7 +486,7 @@ def test_to_plan_and_in_flight_decision() -> None:
     run(pm, ok("s1"))
     plan = pm.to_plan()
     assert isinstance(plan, Plan) and plan.goal == "g" and plan.status == "active"
-    assert [s.id for s in plan.steps] == ["s1", "s3", "s2"]  # dependencies first, ties in insertion order
+    assert [s.id for s in plan.steps] == ["s1", "s2", "s3"]  # as written: that order puts dependencies first
     flight = pm.in_flight_decision()
     assert flight is not None and flight.execution_mode == "sequential"
     assert [s.id for s in flight.steps] == ["s2", "s3"]

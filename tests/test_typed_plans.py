@@ -9,7 +9,7 @@ from typing import Any
 
 from planner_support import FAST, assess, state
 
-from soothe_planner.dag import PlanManager
+from soothe_planner.dag import PlanManager, ToolDescriptions, describes_tool
 from soothe_planner.execution import StepExecutor
 from soothe_planner.graph import offered_context
 from soothe_planner.models import LoopState, PlanContext
@@ -85,6 +85,20 @@ async def test_a_tool_step_copying_its_tools_description_is_labelled_by_its_call
     assert result.decision is not None and result.decision.steps[0].description == 'list_dir {"recursive": true}'
     assert len(model.calls) == 2  # the assessment and one plan: the copied label cost no re-ask
     assert any("'s1': its description was tool 'list_dir''s own" in w for w in result.warnings)
+
+
+async def test_a_near_copy_of_its_tools_description_that_adds_a_word_keeps_its_label() -> None:
+    ctx = _context()
+    list_dir = next(c for c in ctx.available_capabilities if c.name == "list_dir")
+    own = list_dir.description.rstrip(".")
+    told = f"{own} unter config"  # near enough to count as a copy, and it says where: a word of its own
+    assert describes_tool(told, ToolDescriptions({list_dir.name: list_dir})) == "list_dir"
+    copied = _plan(_step("s1", told, "list_dir", {"path": "config"}))
+    model = ScriptedChatModel(responses=[assess("continue", 0.1), copied])
+    planner = LLMPlanner(model, settings=FAST)
+    result = await planner.plan(GOAL, state(1), ctx, plan_manager=PlanManager(GOAL))
+    assert result.decision is not None and result.decision.steps[0].description == told
+    assert not any("its description was tool" in w for w in result.warnings)
 
 
 async def test_a_call_with_no_arguments_keeps_its_tools_description_as_its_label() -> None:

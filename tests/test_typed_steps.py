@@ -172,7 +172,7 @@ def test_a_reference_to_a_completed_node_of_the_dag_stands() -> None:
         "List the files and folders in a workspace folder (default: the workspace root); "
         "recursive=true lists every file below it.",
         "list the files and folders in a workspace folder (default: the workspace root)",  # a cut-off copy
-        "Lists the files and folders in a workspace folder (default: workspace root); recursive=true lists all files below it",
+        "Lists the files and folders in a workspace folder (default: workspace root); recursive=true lists every file below it",
     ],
 )
 def test_a_step_whose_description_is_a_tools_own_is_refused(description: str) -> None:
@@ -181,6 +181,15 @@ def test_a_step_whose_description_is_a_tools_own_is_refused(description: str) ->
         "step 's1' describes the tool, not the work: say what this step does for the goal "
         "(its description is tool 'list_dir''s own)"
     )
+
+
+def test_a_copy_that_adds_a_word_of_its_own_labels_a_call_of_that_tool_but_no_model_step() -> None:
+    told = CAPS["list_dir"].description.rstrip(".") + ", unter docs"  # near the tool's own, with words of its own
+    assert errors(typed("s1", "list_dir", {"path": "docs"}, description=told)) == []
+    (message,) = errors(typed("s1", "read_file", {"path": "docs"}, description=told))
+    assert "(its description is tool 'list_dir''s own)" in message
+    (message,) = errors(StepAction(id="s1", description=told))
+    assert "(its description is tool 'list_dir''s own)" in message
 
 
 def test_a_call_with_no_arguments_may_carry_its_own_tools_description_but_no_other_tools() -> None:

@@ -47,7 +47,7 @@ from soothe_planner.dag.step_refs import (
 from soothe_planner.dag.step_refs import (
     canonical as canonical_reference,
 )
-from soothe_planner.dag.typed_steps import ToolDescriptions, describes_tool
+from soothe_planner.dag.typed_steps import ToolDescriptions, adds_to_tool, describes_tool
 from soothe_planner.dag.validation import (
     StepLike,
     ancestors,
@@ -66,6 +66,7 @@ __all__ = [
     "Reference",
     "StepLike",
     "ToolDescriptions",
+    "adds_to_tool",
     "ancestors",
     "arg_strings",
     "blocked_result",

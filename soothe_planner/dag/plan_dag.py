@@ -19,6 +19,7 @@ lives in ``plan_manager.py``; this module knows nothing about iterations.
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict, deque
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from itertools import islice
@@ -405,17 +406,24 @@ class PlanDAG:
         return list(seen)
 
     def topological_order(self) -> list[str]:
-        """All ids, each after its dependencies; ties keep insertion order (Kahn's algorithm)."""
+        """All ids, each after its dependencies, and otherwise in insertion order: the insertion order
+        itself whenever it is one (a plan reads in the order its steps were written), else, at each
+        place, the earliest-inserted step whose dependencies are all placed (Kahn's algorithm with
+        the ready steps taken by insertion index, not first come: a breadth-first order would move a
+        written step behind every step of the layer before it)."""
+        position = {sid: i for i, sid in enumerate(self.nodes)}
         indegree = {sid: len(n.depends_on) for sid, n in self.nodes.items()}
-        queue = deque(sid for sid, d in indegree.items() if d == 0)
+        ready = [position[sid] for sid, d in indegree.items() if d == 0]
+        heapq.heapify(ready)
+        ids = list(self.nodes)
         order: list[str] = []
-        while queue:
-            sid = queue.popleft()
+        while ready:
+            sid = ids[heapq.heappop(ready)]
             order.append(sid)
             for child in self._children[sid]:
                 indegree[child] -= 1
                 if indegree[child] == 0:
-                    queue.append(child)
+                    heapq.heappush(ready, position[child])
         return order
 
     # ------------------------------------------------------------------ persistence

@@ -12,8 +12,9 @@ the rule, and ends with the way out, because the planner's re-ask shows it to th
   step itself, and one the step waits for — directly or through its dependencies — because the
   executor resolves it from completed results only;
 - no step's description is (nearly) an offered tool's own description: a small model copies it,
-  and a plan of tool descriptions does nothing for the goal. One exception: a step calling that
-  very tool with no arguments, whose work is exactly what the tool's description says.
+  and a plan of tool descriptions does nothing for the goal. Two exceptions, both steps calling
+  that very tool: with no arguments, its work is exactly what the tool's description says; with a
+  word the tool's description lacks (``adds_to_tool``), the copy says what this call is for.
 
 Repairs are the lenient parser's (it adds a missing dependency, with a warning); here a plan that
 breaks a rule is refused. Checks that need a schema or a description run only when capabilities
@@ -30,16 +31,17 @@ from soothe_planner.dag.arg_schema import check_args, signature
 from soothe_planner.dag.step_refs import REFERENCE_RE, arg_strings, references_in
 from soothe_planner.models import Capability, PlanStep, StepAction
 
-__all__ = ["ToolDescriptions", "describes_tool", "typed_step_errors"]
+__all__ = ["ToolDescriptions", "adds_to_tool", "describes_tool", "typed_step_errors"]
 
 StepLike = StepAction | PlanStep
 NEAR = 0.85
 """``SequenceMatcher`` ratio over normalised words at which a description counts as the tool's own."""
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"[^\W_]+")
+"""A word: a run of letters or digits, in any script."""
 
 
 def _norm(text: str) -> str:
-    return " ".join(_WORD.findall(text.lower()))
+    return " ".join(_WORD.findall(text.casefold()))
 
 
 class ToolDescriptions:
@@ -71,6 +73,13 @@ def describes_tool(description: str, tools: ToolDescriptions) -> str | None:
         if matcher.real_quick_ratio() >= NEAR and matcher.quick_ratio() >= NEAR and matcher.ratio() >= NEAR:
             return name
     return None
+
+
+def adds_to_tool(description: str, tool: str, tools: ToolDescriptions) -> bool:
+    """``description`` has a word that tool ``tool``'s own description lacks: it says something of
+    this step (an argument, a subject) beyond what the tool does, however near the rest copies it."""
+    own = next((set(n.split()) for name, n in tools.items if name == tool), None)
+    return own is not None and any(w not in own for w in _norm(description).split())
 
 
 def _waits_for(step: StepLike, target: str, deps_of: Mapping[str, Sequence[str]]) -> bool:
@@ -152,7 +161,8 @@ def typed_step_errors(
                 )
     if tool_descriptions is not None:
         copied = describes_tool(step.description, tool_descriptions)
-        if copied is not None and not (copied == tool and not step.args):
+        if copied is not None and not (copied == tool and (not step.args or adds_to_tool(step.description, tool,
+                                                                                          tool_descriptions))):
             errors.append(
                 f"step {q} describes the tool, not the work: say what this step does for the goal "
                 f"(its description is tool '{copied}''s own)"

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from soothe_planner.dag import (
     PlanManager,
     ToolDescriptions,
+    adds_to_tool,
     call_key,
     describes_tool,
     follow_renames,
@@ -77,7 +78,9 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     whole step: refusing a whole plan, and paying a re-ask, for a label a call already gives would
     spend calls on nothing (a 1.5B repeated the copy on every re-ask and lost the plan). A step
     calling that very tool with no arguments keeps the copy: its call would say only the tool's
-    name, and the tool's description says what that call does.
+    name, and the tool's description says what that call does. So does a copy of the called tool's
+    description with a word of its own (``adds_to_tool``): "analyze the DNA sequence 'A' to identify
+    genetic variations" says which sequence, and reads better than the call written out.
     """
     if decision is None or not context.available_capabilities:
         return decision
@@ -87,7 +90,8 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     steps = []
     for s in decision.steps:
         copied = describes_tool(s.description, tools) if s.tool else None
-        if copied is None or (copied == s.tool and not s.args):  # no arguments: the copy says all the call does
+        if (copied is None or (copied == s.tool and not s.args)  # no arguments: the copy says all the call does
+                or (copied == s.tool and adds_to_tool(s.description, copied, tools))):
             steps.append(s)
             continue
         warnings.append(f"step {s.id!r}: its description was tool {copied!r}'s own; labelled by its call instead")
