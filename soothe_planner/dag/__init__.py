@@ -47,7 +47,7 @@ from soothe_planner.dag.step_refs import (
 from soothe_planner.dag.step_refs import (
     canonical as canonical_reference,
 )
-from soothe_planner.dag.typed_steps import ToolDescriptions, adds_to_tool, describes_tool
+from soothe_planner.dag.typed_steps import ToolDescriptions, adds_to_tool, describes_tool, typed_step_errors
 from soothe_planner.dag.validation import (
     StepLike,
     ancestors,
@@ -91,5 +91,6 @@ __all__ = [
     "resolve_args",
     "resolve_references",
     "signature",
+    "typed_step_errors",
     "validate_steps",
 ]

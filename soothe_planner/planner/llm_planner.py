@@ -98,6 +98,7 @@ from soothe_planner.planner.small_model.prescribed import (
     prescribed_widening,
     prescribed_write,
 )
+from soothe_planner.planner.small_model.unbound import unbound_calls
 from soothe_planner.planner.whole_plan import WholePlanMethods
 from soothe_planner.wire import (
     AssessStatus,
@@ -407,10 +408,16 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                 or prescribed_reading(deliverable, steps, results, caps, validate, exc) \
                 or prescribed_widening(deliverable, steps, results, caps, validate, exc) \
                 or prescribed_count(deliverable, steps, results, caps, validate, exc)
-            if prescribed is None:
+            if prescribed is not None:
+                self.stats.prescribed_readings += 1
+                return prescribed
+            parse = calls_reader(context, max_steps, pm) if calls else readers(context, max_steps, pm)[1]
+            kept = unbound_calls(exc, parse, caps, validate,
+                                 {n.id: n.depends_on for n in pm.nodes} if pm is not None else None)
+            if kept is None:
                 raise
-            self.stats.prescribed_readings += 1
-            return prescribed
+            self.stats.unbound_calls += 1
+            return writes_in_order(kept, context)
 
     # ------------------------------------------------------------------ the deliverable
 

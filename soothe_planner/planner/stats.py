@@ -48,6 +48,8 @@ class PlannerStats:
     """Re-plans the model failed every time, answered with the write the delivery check prescribes."""
     prescribed_readings: int = 0
     """Re-plans the model failed every time, answered by reading the files the searches found, then answering."""
+    unbound_calls: int = 0
+    """Plans refused every time for their calls' arguments, kept with those arguments left to run time."""
     keep_without_plan: int = 0
     """``keep`` answered with no plan in flight, so steps were asked for once more."""
     budget_trims: int = 0
