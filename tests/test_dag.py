@@ -295,9 +295,10 @@ def test_descendants_and_topological_order() -> None:
 
 
 def test_topological_order_is_the_written_order_whenever_that_is_one() -> None:
-    # a breadth-first order would give a, d, b, e, c: each step behind the whole layer before it
     dag = PlanDAG([act("a"), act("b", "a"), act("c", "b"), act("d"), act("e", "d")])
     assert dag.topological_order() == ["a", "b", "c", "d", "e"]
+    # breadth-first (the order prompts show): each step behind the whole layer before it
+    assert dag.layered_order() == ["a", "d", "b", "e", "c"]
     # written out of order: each step moves only as far as its dependencies make it
     dag = PlanDAG([act("c", "b"), act("d"), act("b", "a"), act("a")])
     assert dag.topological_order() == ["d", "a", "b", "c"]

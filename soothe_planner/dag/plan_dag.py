@@ -405,6 +405,24 @@ class PlanDAG:
                 queue.extend(self._children[sid])
         return list(seen)
 
+    def layered_order(self) -> list[str]:
+        """All ids, each after its dependencies, breadth-first: every step with no dependency, then
+        those they release, in the order released (ties in insertion order; Kahn's algorithm with a
+        queue). The order the prompts show a plan in (``PlanManager.dag_prompt``): given the written
+        order there instead, the 1.5B re-planned two goals of the tuning suites differently and failed
+        them (bench/RESULTS.md §6), so the prompts keep this one until a measure says otherwise."""
+        indegree = {sid: len(n.depends_on) for sid, n in self.nodes.items()}
+        queue = deque(sid for sid, d in indegree.items() if d == 0)
+        order: list[str] = []
+        while queue:
+            sid = queue.popleft()
+            order.append(sid)
+            for child in self._children[sid]:
+                indegree[child] -= 1
+                if indegree[child] == 0:
+                    queue.append(child)
+        return order
+
     def topological_order(self) -> list[str]:
         """All ids, each after its dependencies, and otherwise in insertion order: the insertion order
         itself whenever it is one (a plan reads in the order its steps were written), else, at each

@@ -340,7 +340,7 @@ class PlanManager:
         Over ``max_chars`` the longest excerpts are cut first; the ids and statuses of unfinished steps
         are never dropped (the full order of giving way is in ``dag/render.py``).
         """
-        return _plan_render.dag_prompt([self.dag.nodes[sid] for sid in self.dag.topological_order()], max_chars)
+        return _plan_render.dag_prompt([self.dag.nodes[sid] for sid in self.dag.layered_order()], max_chars)
 
     def planning_context(self, max_chars: int | None = None) -> str:
         """Deprecated name of ``dag_prompt`` (``planning_context`` also named the ``PlanContext``)."""

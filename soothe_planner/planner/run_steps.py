@@ -66,12 +66,12 @@ class RunSteps:
         return {r.step_id: r for r in self.results}
 
     def plan_nodes(self, *, ordered: bool) -> list[PlanStep] | None:
-        """The plan as DAG nodes, each with its status and result: the manager's (dependencies first
-        when ``ordered``), else the decision's steps with the status their latest result left them in;
-        None when neither holds a plan."""
+        """The plan as DAG nodes, each with its status and result: the manager's (dependencies first,
+        breadth-first, when ``ordered``: ``PlanDAG.layered_order``, the order prompts show), else the
+        decision's steps with the status their latest result left them in; None when neither holds a plan."""
         m = self.manager
         if m is not None and m.nodes:
-            return [m.node(sid) for sid in m.dag.topological_order()] if ordered else m.nodes
+            return [m.node(sid) for sid in m.dag.layered_order()] if ordered else m.nodes
         if self.decision is None:
             return None
         results = self.result_of()

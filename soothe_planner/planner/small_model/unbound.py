@@ -86,8 +86,8 @@ def _unbound(gen: Generated, capabilities: Mapping[str, Capability], existing: M
     names = ", ".join(repr(s) for s in moved)
     return Generated("new", decision.model_copy(update={"steps": steps}), gen.next_action, [
         *gen.warnings,
-        f"every plan the model wrote was refused for its calls' arguments; its plan is kept with the "
-        f"arguments of step(s) {names} left to a model call when each runs",
+        f"every plan the model wrote was refused for its calls' arguments: its first such plan is kept, "
+        f"the arguments of step(s) {names} left to a model call when each runs",
     ], gen.raw)
 
 
@@ -113,6 +113,6 @@ def unbound_calls(
         gen.raw = attempt.raw_text
         kept = _unbound(gen, capabilities, existing or {}, validate)
         if kept is not None:
-            logger.warning("%s: every plan refused; kept the model's plan with %s", exc.phase, kept.warnings[-1])
+            logger.warning("%s: every plan refused; %s", exc.phase, kept.warnings[-1])
             return kept
     return None
