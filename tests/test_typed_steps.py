@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from soothe_planner.dag import PlanManager, check_args, signature, validate_steps
+from soothe_planner.dag import (
+    PlanManager,
+    ToolDescriptions,
+    adds_to_tool,
+    check_args,
+    signature,
+    validate_steps,
+)
 from soothe_planner.errors import PlanValidationError
 from soothe_planner.models import AgentDecision, Capability, StepAction, StepResult
 
@@ -190,6 +197,14 @@ def test_a_copy_that_adds_a_word_of_its_own_labels_a_call_of_that_tool_but_no_mo
     assert "(its description is tool 'list_dir''s own)" in message
     (message,) = errors(StepAction(id="s1", description=told))
     assert "(its description is tool 'list_dir''s own)" in message
+
+
+def test_a_copy_cut_off_inside_its_last_word_adds_no_word() -> None:
+    tools = ToolDescriptions(CAPS)
+    own = CAPS["list_dir"].description
+    cut = own[: own.index("every") + 2]  # "... recursive=true lists ev": a length bound cut it
+    assert not adds_to_tool(cut, "list_dir", tools)
+    assert adds_to_tool(cut + " docs", "list_dir", tools)  # a whole word of its own after it
 
 
 def test_a_call_with_no_arguments_may_carry_its_own_tools_description_but_no_other_tools() -> None:

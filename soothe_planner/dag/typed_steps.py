@@ -77,9 +77,16 @@ def describes_tool(description: str, tools: ToolDescriptions) -> str | None:
 
 def adds_to_tool(description: str, tool: str, tools: ToolDescriptions) -> bool:
     """``description`` has a word that tool ``tool``'s own description lacks: it says something of
-    this step (an argument, a subject) beyond what the tool does, however near the rest copies it."""
-    own = next((set(n.split()) for name, n in tools.items if name == tool), None)
-    return own is not None and any(w not in own for w in _norm(description).split())
+    this step (an argument, a subject) beyond what the tool does, however near the rest copies it.
+    A last word that begins one of the tool's words is a copy cut off (a length bound cut it), not
+    a word of its own."""
+    own = next((n.split() for name, n in tools.items if name == tool), None)
+    if own is None:
+        return False
+    words, known = _norm(description).split(), set(own)
+    if words and words[-1] not in known and any(w.startswith(words[-1]) for w in own):
+        words = words[:-1]
+    return any(w not in known for w in words)
 
 
 def _waits_for(step: StepLike, target: str, deps_of: Mapping[str, Sequence[str]]) -> bool:
