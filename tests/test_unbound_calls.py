@@ -23,6 +23,9 @@ SMALL = FAST.model_copy(update={"small_model_rules": True, "declare_deliverable"
 SEARCH = Capability(name="search_logs", description="Search the system logs for lines matching a pattern",
                     read_only=True, args_schema={"type": "object", "required": ["pattern", "since"], "properties": {
                         "pattern": {"type": "string"}, "since": {"type": "integer"}}})
+WRITE = Capability(name="save_note", description="Write a note file in the workspace", writes_path_arg="path",
+                   args_schema={"type": "object", "required": ["path", "text"], "properties": {
+                       "path": {"type": "string"}, "text": {"type": "string"}}})
 SHELL = Capability(name="bash", description="Run one shell command and return what it prints",
                    args_schema={"type": "object", "required": ["command"], "properties": {"command": {"type": "string"}}})
 
@@ -75,6 +78,8 @@ async def test_the_kept_plan_says_which_calls_were_left_to_run_time_and_ingests(
         (FAST.model_copy(update={"small_model_rules": False}), [SEARCH], _unbindable(), "not a small model"),
         (SMALL, [SHELL], _unbindable("bash", {"command": "grep disk {{evidence.log}}"}),
          "a one-string tool runs with its task text as that string"),
+        (SMALL, [WRITE], _unbindable("save_note", {"path": "NOTES.md", "text": "{{evidence.disk}}"}),
+         "a write's path is judged in its call, so a write is never left to run time"),
         (SMALL, [SEARCH], _plan(_step("s1", "find the disk errors", "search_logs", {"pattern": "disk", "since": 7}, "s2"),
                                 _step("s2", "say what they report", None, {}, "s1")), "a cycle is no argument"),
     ],

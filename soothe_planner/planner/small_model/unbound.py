@@ -17,9 +17,11 @@ and the step fails there, with its reason, if it cannot be.
 
 Only steps whose call itself breaks a rule of calls (its arguments against the tool's schema, its
 references) are changed, one at a time, each kept only when the plan breaks fewer rules without it
-(a call refused as a repeat of finished work is not unbound: its arguments are fine); the plan must then pass every rule a model's plan must pass, or it
-is not used. Never for a tool that takes one string (such a step runs with its task text as that
-string: the description, not a command), never after a transport failure (the model was not heard),
+(a call refused as a repeat of finished work is not unbound: its arguments are fine); the plan must
+then pass every rule a model's plan must pass, or it is not used. Never for a tool that takes one
+string (such a step runs with its task text as that string: the description, not a command), nor
+for one that writes a file (the contract judges a write by the path in its call: left to run time,
+the path would escape that judgement); never after a transport failure (the model was not heard);
 and the model's first answer is tried first (the greedy one; a re-ask's is sampled). The rows of
 ``bench worfbench`` and the goal suites measure it (RFC 0006).
 """
@@ -41,8 +43,11 @@ logger = logging.getLogger("soothe_planner.planner")
 
 def _filled_at_run_time(cap: Capability | None) -> bool:
     """The tool's arguments can be filled by a model call when its step runs: it declares them, and
-    not as one string (a step listing such a tool runs with its task text as that string)."""
-    props = ((cap.args_schema or {}).get("properties") if cap is not None and cap.kind == "tool" else None) or {}
+    not as one string (a step listing such a tool runs with its task text as that string), and it
+    writes no file (a write's path is judged in its call, when the plan is)."""
+    if cap is None or cap.kind != "tool" or cap.writes_path_arg:
+        return False
+    props = (cap.args_schema or {}).get("properties") or {}
     if not props:
         return False
     if len(props) == 1:
