@@ -47,7 +47,13 @@ from soothe_planner.dag.step_refs import (
 from soothe_planner.dag.step_refs import (
     canonical as canonical_reference,
 )
-from soothe_planner.dag.typed_steps import ToolDescriptions, adds_to_tool, describes_tool, typed_step_errors
+from soothe_planner.dag.typed_steps import (
+    ToolDescriptions,
+    adds_to_tool,
+    copy_stands,
+    describes_tool,
+    typed_step_errors,
+)
 from soothe_planner.dag.validation import (
     StepLike,
     ancestors,
@@ -73,6 +79,7 @@ __all__ = [
     "call_key",
     "canonical_reference",
     "check_args",
+    "copy_stands",
     "dag_prompt",
     "describes_tool",
     "find_cycle",

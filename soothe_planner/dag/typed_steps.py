@@ -31,7 +31,7 @@ from soothe_planner.dag.arg_schema import check_args, signature
 from soothe_planner.dag.step_refs import REFERENCE_RE, arg_strings, references_in
 from soothe_planner.models import Capability, PlanStep, StepAction
 
-__all__ = ["ToolDescriptions", "adds_to_tool", "describes_tool", "typed_step_errors"]
+__all__ = ["ToolDescriptions", "adds_to_tool", "copy_stands", "describes_tool", "typed_step_errors"]
 
 StepLike = StepAction | PlanStep
 NEAR = 0.85
@@ -87,6 +87,14 @@ def adds_to_tool(description: str, tool: str, tools: ToolDescriptions) -> bool:
     if words and words[-1] not in known and any(w.startswith(words[-1]) for w in own):
         words = words[:-1]
     return any(w not in known for w in words)
+
+
+def copy_stands(description: str, tool: str | None, args: Mapping[str, object], copied: str,
+                tools: ToolDescriptions) -> bool:
+    """A description that (nearly) copies tool ``copied``'s own still labels a step calling ``tool``
+    with ``args``: the step calls that very tool, and with no arguments (its work is exactly what
+    the description says) or with a word of its own in the copy (``adds_to_tool``)."""
+    return copied == tool and (not args or adds_to_tool(description, copied, tools))
 
 
 def _waits_for(step: StepLike, target: str, deps_of: Mapping[str, Sequence[str]]) -> bool:
@@ -168,8 +176,7 @@ def typed_step_errors(
                 )
     if tool_descriptions is not None:
         copied = describes_tool(step.description, tool_descriptions)
-        if copied is not None and not (copied == tool and (not step.args or adds_to_tool(step.description, tool,
-                                                                                          tool_descriptions))):
+        if copied is not None and not copy_stands(step.description, tool, step.args, copied, tool_descriptions):
             errors.append(
                 f"step {q} describes the tool, not the work: say what this step does for the goal "
                 f"(its description is tool '{copied}''s own)"

@@ -21,8 +21,8 @@ from pydantic import BaseModel
 from soothe_planner.dag import (
     PlanManager,
     ToolDescriptions,
-    adds_to_tool,
     call_key,
+    copy_stands,
     describes_tool,
     follow_renames,
     rename_references,
@@ -90,8 +90,7 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     steps = []
     for s in decision.steps:
         copied = describes_tool(s.description, tools) if s.tool else None
-        if (copied is None or (copied == s.tool and not s.args)  # no arguments: the copy says all the call does
-                or (copied == s.tool and adds_to_tool(s.description, copied, tools))):
+        if copied is None or copy_stands(s.description, s.tool, s.args, copied, tools):
             steps.append(s)
             continue
         warnings.append(f"step {s.id!r}: its description was tool {copied!r}'s own; labelled by its call instead")

@@ -369,6 +369,9 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
         deliverable = deliverable_of(state, pm)
         validate = decision_validator(goal, context, pm, deliverable, small_model=self.small_model,
                                       allow_keep=allow_keep, replace=replace, max_steps=max_steps, greedy=self._greedy)
+        read, parse = readers(context, max_steps, pm)
+        if calls:
+            parse = calls_reader(context, max_steps, pm)
         try:
             if calls:
                 existing = [n.id for n in pm.nodes] if pm is not None else []
@@ -379,12 +382,11 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
                                        existing, ends_with=owed)
                 written = await self._caller.written(
                     with_grammar(self.model, grammar), prompt.messages(), phase=phase,
-                    parse_text=calls_reader(context, max_steps, pm), validate=validate, reask_template="reask_calls",
+                    parse_text=parse, validate=validate, reask_template="reask_calls",
                     tally=tally, thread_id=context.thread_id or state.thread_id, iteration=state.iteration,
                 )
                 written.value.raw = written.raw_text
                 return writes_in_order(with_refusals(written.value, written.attempts), context)
-            read, parse = readers(context, max_steps, pm)
             outcome = await self._caller.structured(
                 self.model, plan_schema(context.model_copy(update={"available_capabilities": writable(
                     deliverable, context.available_capabilities)}), max_steps, allow_keep, compact=compact),
@@ -411,7 +413,6 @@ class LLMPlanner(WholePlanMethods, IntakeAndContinuation):
             if prescribed is not None:
                 self.stats.prescribed_readings += 1
                 return prescribed
-            parse = calls_reader(context, max_steps, pm) if calls else readers(context, max_steps, pm)[1]
             kept = unbound_calls(exc, parse, caps, validate,
                                  {n.id: n.depends_on for n in pm.nodes} if pm is not None else None)
             if kept is None:

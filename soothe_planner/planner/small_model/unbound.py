@@ -56,11 +56,11 @@ def _filled_at_run_time(cap: Capability | None) -> bool:
     return True
 
 
-def _call_refused(step: StepAction, steps: Sequence[StepAction], existing: Mapping[str, Sequence[str]],
-                  capabilities: Mapping[str, Capability]) -> bool:
+def _call_refused(step: StepAction, deps_of: Mapping[str, Sequence[str]], capabilities: Mapping[str, Capability]
+                  ) -> bool:
     """The step's call itself breaks a rule of calls (``dag.typed_steps``: its arguments against the
-    tool's schema, its references), whatever else the plan breaks."""
-    deps_of = {**existing, **{s.id: s.depends_on for s in steps}}
+    tool's schema, its references), whatever else the plan breaks; ``deps_of``: every step of the
+    plan and before it, with its dependencies."""
     return bool(typed_step_errors(step, repr(step.id), known_ids=deps_of, deps_of=deps_of, allowed=None,
                                   capabilities=capabilities, tool_descriptions=None))
 
@@ -71,20 +71,20 @@ def _unbound(gen: Generated, capabilities: Mapping[str, Capability], existing: M
     if gen.plan_action != "new" or decision is None:
         return None
     errors = validate(gen)
+    deps_of = {**existing, **{s.id: s.depends_on for s in decision.steps}}
     steps: list[StepAction] = list(decision.steps)
     moved: list[str] = []
     for i, step in enumerate(decision.steps):
         if not errors:
             break
         if not step.tool or not _filled_at_run_time(capabilities.get(step.tool)) \
-                or not _call_refused(step, decision.steps, existing, capabilities):
+                or not _call_refused(step, deps_of, capabilities):
             continue
         left = step.model_copy(update={"tool": None, "args": {}, "tools": [step.tool]})
-        trial = Generated("new", decision.model_copy(update={"steps": [*steps[:i], left, *steps[i + 1:]]}),
-                          gen.next_action)
-        now = validate(trial)
+        trial = [*steps[:i], left, *steps[i + 1:]]
+        now = validate(Generated("new", decision.model_copy(update={"steps": trial}), gen.next_action))
         if len(now) < len(errors):
-            steps, errors = [*steps[:i], left, *steps[i + 1:]], now
+            steps, errors = trial, now
             moved.append(step.id)
     if errors or not moved:
         return None
