@@ -1,0 +1,92 @@
+"""The steps the planner's own example plans show, and when a plan's step is one of them.
+
+Every plan prompt shows an example plan for a goal of its own (``generate_system.txt``,
+``generate_examples_*.txt``), so the model sees the shape of a plan. A small model sometimes
+copies an example's step into the plan for another goal: the 1.5B ended a plan to count a word
+across text files with "say which is worth more in yen, and by how much", and answered a rates
+table goal with "name the city that hosts the 2031 summit". Such a step does no work of the goal
+it is planned for, whatever the goal's language: its words are ours, written for another goal.
+
+The examples are read from the templates themselves (their goals and their steps' descriptions,
+tasks and comments), so an edited example is the example checked. A step copies an example step
+when its words (letters and digits of any script, without case) are that step's words, or begin
+with them, or they begin with its words, at least five words either way (a shorter run, such as
+"give the title only", is a common phrase). The copy is foreign to the goal when at least half of
+the words it shares with its example's goal ("yen", "worth", "more", "in") are not the goal's: a
+goal that has them may be the example's own goal, and the step may then be right.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from soothe_planner.planner.prompts import template
+
+__all__ = ["EXAMPLE_TEMPLATES", "ExampleStep", "copied_example", "example_steps"]
+
+EXAMPLE_TEMPLATES = (
+    "generate_system",
+    "generate_examples_compact",
+    "generate_examples_compact_any",
+    "generate_examples_calls",
+    "generate_examples_calls_any",
+)
+"""The templates that show an example plan."""
+
+_GOAL = re.compile(r'\b[Gg]oal:? "([^"]+)"')
+_STEP = re.compile(r'"(?:description|task)": "([^"]+)"|\btask="([^"]+)"|#\s*(.+)$', re.M)
+_WORD = re.compile(r"[^\W_]+")
+MIN_WORDS = 5
+"""The fewest words a copy shares with an example step: shorter runs of words are common phrases."""
+
+
+@dataclass(frozen=True)
+class ExampleStep:
+    """One step of an example plan: its words, and the goal of the example it belongs to."""
+
+    text: str
+    goal: str
+    template: str
+
+
+def words(text: str) -> tuple[str, ...]:
+    return tuple(w.casefold() for w in _WORD.findall(text))
+
+
+@cache
+def example_steps() -> tuple[ExampleStep, ...]:
+    """Every example step the plan templates show, each with its example's goal."""
+    found: list[ExampleStep] = []
+    for name in EXAMPLE_TEMPLATES:
+        text = template(name).template
+        goals = [(m.start(), m.group(1)) for m in _GOAL.finditer(text)]
+        for m in _STEP.finditer(text):
+            goal = next((g for at, g in reversed(goals) if at < m.start()), "")
+            step = next(g for g in m.groups() if g)
+            found.append(ExampleStep(step.strip(), goal, name))
+    return tuple(found)
+
+
+def _copies(text: tuple[str, ...], example: tuple[str, ...]) -> bool:
+    shorter, longer = sorted((text, example), key=len)
+    return len(shorter) >= MIN_WORDS and longer[: len(shorter)] == shorter
+
+
+def _foreign(step: ExampleStep, goal: set[str]) -> bool:
+    """Whether at least half of the words ``step`` shares with its example's goal are not ``goal``'s."""
+    tied = set(words(step.text)) & set(words(step.goal))
+    return bool(tied) and 2 * len(tied - goal) >= len(tied)
+
+
+def copied_example(text: str, goal: str) -> ExampleStep | None:
+    """The example step ``text`` copies, when the copy is foreign to ``goal``; else None."""
+    said = words(text)
+    if len(said) < MIN_WORDS:
+        return None
+    goal_words = set(words(goal))
+    for step in example_steps():
+        if _copies(said, words(step.text)) and _foreign(step, goal_words):
+            return step
+    return None
