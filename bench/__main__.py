@@ -19,6 +19,7 @@ BENCHMARKS = {
     "breaker": "the global LLM-call limiter: peak in flight and utilisation at 1, 4, 16",
     "shared_cap": "the LLM-call cap shared through PostgreSQL: cost per call against the process's own cap",
     "worfbench": "plan quality on WorFBench gold graphs (embedded or configured model)",
+    "worfbench_wording": "how much of a WorFBench score is the gold's set phrases (saved answers, no model)",
     "goals": "real goals on a workspace, scored by checks: ours vs ReAct, plan-and-execute and Deep Agents",
     "local": "each kind of call on the embedded model: tokens, time to first token, tokens/s, before vs after",
 }
