@@ -1,4 +1,4 @@
-"""A step copied from the prompt's own example plan is no step of another goal's plan."""
+"""A call labelled with a step of the prompt's own example plan is labelled by its call."""
 
 from __future__ import annotations
 
@@ -17,22 +17,16 @@ SMALL = FAST.model_copy(update={"small_model_rules": True, "declare_deliverable"
 FILES_GOAL = 'Locate in your home directory all the text files that contain the string "Linux" and count its occurrences'
 SHELL = Capability(name="bash", description="Run one shell command and return what it prints",
                    args_schema={"type": "object", "required": ["command"], "properties": {"command": {"type": "string"}}})
-# the full briefing's example: its last step, a model step, and its first, a call
-YEN_ANSWER = "say which is worth more in yen, and by how much"
+# the full briefing's example: its first step, a call, and its last, a model step
 YEN_RATE = "get today's euro to yen rate"
+YEN_ANSWER = "say which is worth more in yen, and by how much"
 
 
-def _step(sid: str, description: str, tool: str | None, args: dict[str, Any], *deps: str) -> dict[str, Any]:
-    return {"id": sid, "description": description, "tool": tool, "args": args, "depends_on": list(deps)}
-
-
-def _plan(*steps: dict[str, Any]) -> dict[str, Any]:
-    return {"plan_action": "new", "execution_mode": "dependency", "next_action": "", "steps": list(steps)}
-
-
-def _count_plan(answer: str, label: str = "find the text files that mention Linux") -> dict[str, Any]:
-    return _plan(_step("s1", label, "bash", {"command": "grep -rl Linux ~ --include=*.txt"}),
-                 _step("s2", answer, None, {}, "s1"))
+def _plan(label: str, answer: str) -> dict[str, Any]:
+    return {"plan_action": "new", "execution_mode": "dependency", "next_action": "", "steps": [
+        {"id": "s1", "description": label, "tool": "bash", "args": {"command": "grep -rl Linux ~ --include=*.txt"},
+         "depends_on": []},
+        {"id": "s2", "description": answer, "tool": None, "args": {}, "depends_on": ["s1"]}]}
 
 
 def test_every_template_with_an_example_plan_gives_its_steps_with_their_goal() -> None:
@@ -46,55 +40,33 @@ def test_every_template_with_an_example_plan_gives_its_steps_with_their_goal() -
 
 
 @pytest.mark.parametrize(
-    ("text", "goal", "copied"),
+    ("text", "copied"),
     [
-        (YEN_ANSWER, FILES_GOAL, True),
-        ("Say which is worth more in yen, and by how much.", FILES_GOAL, True),  # case and punctuation aside
-        ("say which is worth more in yen", FILES_GOAL, True),  # the example's step cut short
-        ("say which train reaches Central first, 101 or 205?", "Wie viele Dateien enthalten das Wort Linux?", True),
-        # the goal is the example's own: the same step may well be right
-        (YEN_ANSWER, "Are 100 euros or 100 pounds worth more in yen today?", False),
-        ("give the title only", FILES_GOAL, False),  # four words: a common phrase, not a copy
-        ("say which files mention Linux, and how often", FILES_GOAL, False),  # the example's shape, this goal's words
+        (YEN_RATE, True),
+        ("Get today's euro to yen rate.", True),  # case and punctuation aside
+        ("say which is worth more in yen", True),  # the example's step cut short
+        ("say which train reaches Central first, 101 or 205?", True),  # the example's step and more
+        ("give the title only", False),  # four words: a common phrase, not a copy
+        ("get today's rate of the dollar", False),  # the example's shape, words of its own
     ],
 )
-def test_a_copy_is_the_example_step_s_words_foreign_to_the_goal(text: str, goal: str, copied: bool) -> None:
-    assert (copied_example(text, goal) is not None) is copied
+def test_a_copy_is_the_example_step_s_words_from_the_start(text: str, copied: bool) -> None:
+    assert (copied_example(text) is not None) is copied
 
 
-async def test_a_model_step_copied_from_the_example_is_refused_and_the_re_ask_is_told_why() -> None:
-    own = "say how many times Linux occurs in those files"
-    model = ScriptedChatModel(responses=[_count_plan(YEN_ANSWER), _count_plan(own)])
-    planner = LLMPlanner(model, settings=SMALL)
-    plan = await planner.create_plan(FILES_GOAL, PlanContext(available_capabilities=[SHELL]))
-    assert [s.description for s in plan.steps][-1] == own
-    assert len(model.calls) == 2 and planner.stats.reask == 1
-    reask = model.calls[1].messages[-1].content
-    assert "s2's task" in reask and "example plan" in reask and "Are 100 euros or 100 pounds" in reask
-
-
-async def test_the_example_s_own_goal_keeps_the_example_s_steps() -> None:
-    goal = "Are 100 euros or 100 pounds worth more in yen today?"
-    rate = Capability(name="get_rate", description="Today's exchange rate between two currencies")
-    model = ScriptedChatModel(responses=[_plan(_step("s1", "get the euro and pound rates in yen", "get_rate", {}),
-                                               _step("s2", YEN_ANSWER, None, {}, "s1"))])
-    planner = LLMPlanner(model, settings=SMALL)
-    plan = await planner.create_plan(goal, PlanContext(available_capabilities=[rate]))
-    assert plan.steps[-1].description == YEN_ANSWER and len(model.calls) == 1
-
-
-async def test_without_the_small_model_rules_a_copied_model_step_is_not_refused() -> None:
-    model = ScriptedChatModel(responses=[_count_plan(YEN_ANSWER)])
-    planner = LLMPlanner(model, settings=FAST.model_copy(update={"small_model_rules": False}))
-    plan = await planner.create_plan(FILES_GOAL, PlanContext(available_capabilities=[SHELL]))
-    assert plan.steps[-1].description == YEN_ANSWER and len(model.calls) == 1
-
-
-async def test_a_tool_step_labelled_with_an_example_step_is_labelled_by_its_call() -> None:
-    model = ScriptedChatModel(responses=[_count_plan("say how often Linux occurs", label=YEN_RATE.capitalize())])
+async def test_a_tool_step_labelled_with_an_example_step_is_labelled_by_its_call_at_no_call() -> None:
+    model = ScriptedChatModel(responses=[_plan(YEN_RATE.capitalize(), "say how often Linux occurs")])
     planner = LLMPlanner(model, settings=SMALL)
     plan = await planner.create_plan(FILES_GOAL, PlanContext(available_capabilities=[SHELL]))
     first = plan.steps[0]
     assert (first.tool, first.args) == ("bash", {"command": "grep -rl Linux ~ --include=*.txt"})
     assert "yen" not in first.description and "bash" in first.description
-    assert len(model.calls) == 1  # a label costs no re-ask
+    assert len(model.calls) == 1
+
+
+async def test_a_model_step_with_an_example_step_s_task_is_left_as_it_is() -> None:
+    # measured: refused, the 1.5B wrote the copy again, reworded, at the re-ask (RESULTS §5)
+    model = ScriptedChatModel(responses=[_plan("find the text files that mention Linux", YEN_ANSWER)])
+    planner = LLMPlanner(model, settings=SMALL)
+    plan = await planner.create_plan(FILES_GOAL, PlanContext(available_capabilities=[SHELL]))
+    assert plan.steps[-1].description == YEN_ANSWER and len(model.calls) == 1

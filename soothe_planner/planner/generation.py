@@ -37,7 +37,6 @@ from soothe_planner.planner.plan_syntax import calls_text_reader
 from soothe_planner.planner.prompts.examples import copied_example
 from soothe_planner.planner.small_model.plan_rules import (
     answers_meant_as_writes,
-    copies_example,
     ends_in_gathering,
     repeats_failed_calls,
     repeats_finished_work,
@@ -86,8 +85,9 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
 
     A tool step labelled with a step of the prompt's own example plan (``prompts.examples``: the
     1.5B labelled a call of ``get_event_for_today_in_history`` "get today's euro to yen rate") is
-    labelled by its call too, whatever the goal: the call is the step's work, the copy says nothing
-    of it. (A model step with such a task is refused instead: ``copies_example``.)
+    labelled by its call too: the call is the step's work, the copy says nothing of it. A model step with such a task is left as it is: refusing it was measured, and the 1.5B
+    wrote the copy again at the re-ask, reworded ("which train reaches Central first"), or let the
+    example into another step ("the total value of the text files in yen"), at more calls.
     """
     if decision is None or not context.available_capabilities:
         return decision
@@ -97,9 +97,10 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
     steps = []
     for s in decision.steps:
         copied = describes_tool(s.description, tools) if s.tool else None
-        if s.tool and copied is None and copied_example(s.description, "") is not None:
-            warnings.append(f"step {s.id!r}: its description was a step of the prompt's example plan; "
-                            "labelled by its call instead")
+        example = copied_example(s.description) if s.tool and copied is None else None
+        if example is not None:
+            warnings.append(f"step {s.id!r}: its description was a step of the prompt's example plan (for the goal "
+                            f"{example.goal!r}); labelled by its call instead")
         elif copied is None or copy_stands(s.description, s.tool, s.args, copied, tools):
             steps.append(s)
             continue
@@ -203,11 +204,11 @@ def decision_validator(
     ``deliverable`` (no write it does not name), the DAG's rules (through ``pm``, with the offered
     tools' schemas) and, with ``small_model``, the small-model rules — the one against repeating
     finished work only for a model that decodes greedily (``greedy``), for which the same call on
-    the same data gives the same output. Only the rule against copies of the prompt's example plan
-    reads ``goal``, and only to compare its words with the example goal's."""
+    the same data gives the same output. ``goal`` is not read by any rule: it names the plan in errors."""
     names = context.capability_names() or None
     offered = context.available_capabilities or None
     by_name = {c.name: c for c in offered} if offered else None
+    del goal
 
     def validate(gen: Generated) -> list[str]:
         if gen.plan_action == "keep":
@@ -229,8 +230,7 @@ def decision_validator(
                                      *retries_missing_data(gen.decision, nodes),
                                      *writes_a_receipt(gen.decision, by_name),
                                      *repeats_failed_calls(gen.decision, nodes),
-                                     *(repeats_finished_work(gen.decision, nodes, by_name) if greedy else []),
-                                     *copies_example(gen.decision, goal))
+                                     *(repeats_finished_work(gen.decision, nodes, by_name) if greedy else []))
                          if p]
         if problems:
             return problems

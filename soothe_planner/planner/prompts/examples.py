@@ -1,19 +1,17 @@
-"""The steps the planner's own example plans show, and when a plan's step is one of them.
+"""The steps the planner's own example plans show, and whether a step's words are one of them.
 
 Every plan prompt shows an example plan for a goal of its own (``generate_system.txt``,
 ``generate_examples_*.txt``), so the model sees the shape of a plan. A small model sometimes
-copies an example's step into the plan for another goal: the 1.5B ended a plan to count a word
-across text files with "say which is worth more in yen, and by how much", and answered a rates
-table goal with "name the city that hosts the 2031 summit". Such a step does no work of the goal
-it is planned for, whatever the goal's language: its words are ours, written for another goal.
+copies an example's step into the plan for another goal: the 1.5B labelled a call of
+``get_event_for_today_in_history`` "get today's euro to yen rate" (the full briefing's first
+step), and ended plans with "say which train reaches Central first". Such words are ours, written
+for another goal, whatever the goal's language.
 
 The examples are read from the templates themselves (their goals and their steps' descriptions,
 tasks and comments), so an edited example is the example checked. A step copies an example step
 when its words (letters and digits of any script, without case) are that step's words, or begin
 with them, or they begin with its words, at least five words either way (a shorter run, such as
-"give the title only", is a common phrase). The copy is foreign to the goal when at least half of
-the words it shares with its example's goal ("yen", "worth", "more", "in") are not the goal's: a
-goal that has them may be the example's own goal, and the step may then be right.
+"give the title only", is a common phrase).
 """
 
 from __future__ import annotations
@@ -74,19 +72,9 @@ def _copies(text: tuple[str, ...], example: tuple[str, ...]) -> bool:
     return len(shorter) >= MIN_WORDS and longer[: len(shorter)] == shorter
 
 
-def _foreign(step: ExampleStep, goal: set[str]) -> bool:
-    """Whether at least half of the words ``step`` shares with its example's goal are not ``goal``'s."""
-    tied = set(words(step.text)) & set(words(step.goal))
-    return bool(tied) and 2 * len(tied - goal) >= len(tied)
-
-
-def copied_example(text: str, goal: str) -> ExampleStep | None:
-    """The example step ``text`` copies, when the copy is foreign to ``goal``; else None."""
+def copied_example(text: str) -> ExampleStep | None:
+    """The example step ``text`` copies, or None."""
     said = words(text)
     if len(said) < MIN_WORDS:
         return None
-    goal_words = set(words(goal))
-    for step in example_steps():
-        if _copies(said, words(step.text)) and _foreign(step, goal_words):
-            return step
-    return None
+    return next((step for step in example_steps() if _copies(said, words(step.text))), None)

@@ -5,9 +5,8 @@ judge it against the goal's deliverable. These rules catch a small model's habit
 goals: a plan that only reads, re-planned every iteration without ever answering; an answer step
 meant as the deliverable's file, with no write of it; an answer that found its data lacking,
 asked again of the same data every iteration; the very plan that just ran, planned again; and a
-plan that leaves the deliverable's file unwritten; and a step copied from the prompt's example
-plan. Each returns the re-ask's words, so the model is told exactly what to change. Only the last
-reads the goal, and only to compare its words with the example's own (any language).
+plan that leaves the deliverable's file unwritten. Each returns the re-ask's words, so the model
+is told exactly what to change. None reads the goal's words.
 """
 
 from __future__ import annotations
@@ -19,9 +18,8 @@ from soothe_planner.dag import REFERENCE_RE, call_key, map_arg_strings, parse_to
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction
 from soothe_planner.planner.contract import is_model_step, owed_files, write_target, writer_names
-from soothe_planner.planner.prompts.examples import copied_example
 
-__all__ = ["answers_meant_as_writes", "copies_example", "ends_in_gathering", "repeats_failed_calls", "repeats_finished_work",
+__all__ = ["answers_meant_as_writes", "ends_in_gathering", "repeats_failed_calls", "repeats_finished_work",
            "retries_missing_data", "write_owed", "writes_a_receipt"]
 
 
@@ -34,25 +32,6 @@ def write_owed(
     if not writers or not owed_files(deliverable, None, nodes, capabilities):
         return None
     return writers[0]
-
-
-def copies_example(decision: AgentDecision, goal: str) -> list[str]:
-    """Model steps whose task is a step of the prompt's own example plan, foreign to ``goal``
-    (``prompts.examples.copied_example``).
-
-    A model step's task is its whole work: copied from the example ("say which is worth more in
-    yen" in a plan to count a word in files), the step answers a question nobody asked. A tool
-    step's call is its work whatever its label, so a tool step is not refused for one.
-    """
-    problems = []
-    for s in decision.steps:
-        if not is_model_step(s):
-            continue
-        example = copied_example(s.description, goal)
-        if example is not None:
-            problems.append(f"{s.id}'s task \"{s.description}\" is a step of the example plan, written for the "
-                            f"example's goal (\"{example.goal}\"), not for this one: write {s.id} for this goal")
-    return problems
 
 
 def answers_meant_as_writes(
