@@ -30,7 +30,7 @@ from soothe_planner.dag import (
 )
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.errors import GenerationAttempt
-from soothe_planner.models import AgentDecision, Capability, PlanContext
+from soothe_planner.models import AgentDecision, Capability, PlanContext, StepAction
 from soothe_planner.parsing import ParsedDecision, derived_description, parse_decision, read_decision
 from soothe_planner.planner.contract import order_writes, owed_writes, writes_outside
 from soothe_planner.planner.plan_syntax import calls_text_reader
@@ -85,29 +85,34 @@ def relabel_copied(decision: AgentDecision | None, context: PlanContext, warning
 
     A tool step labelled with a step of the prompt's own example plan (``prompts.examples``: the
     1.5B labelled a call of ``get_event_for_today_in_history`` "get today's euro to yen rate") is
-    labelled by its call too: the call is the step's work, the copy says nothing of it. A model step with such a task is left as it is: refusing it was measured, and the 1.5B
-    wrote the copy again at the re-ask, reworded ("which train reaches Central first"), or let the
-    example into another step ("the total value of the text files in yen"), at more calls.
+    labelled by its call too: the call is the step's work, the copy says nothing of it. A model
+    step with such a task is left as it is: a re-ask for it was measured, and the 1.5B wrote the
+    copy again reworded ("which train reaches Central first"), or let the example into another
+    step ("the total value of the text files in yen"), at more calls.
     """
     if decision is None or not context.available_capabilities:
         return decision
     tools = ToolDescriptions({c.name: c for c in context.available_capabilities})
-    if not tools.items:
-        return decision
     steps = []
     for s in decision.steps:
-        copied = describes_tool(s.description, tools) if s.tool else None
-        example = copied_example(s.description) if s.tool and copied is None else None
-        if example is not None:
-            warnings.append(f"step {s.id!r}: its description was a step of the prompt's example plan (for the goal "
-                            f"{example.goal!r}); labelled by its call instead")
-        elif copied is None or copy_stands(s.description, s.tool, s.args, copied, tools):
+        copy = _copied_label(s, tools)
+        if copy is None:
             steps.append(s)
             continue
-        else:
-            warnings.append(f"step {s.id!r}: its description was tool {copied!r}'s own; labelled by its call instead")
+        warnings.append(f"step {s.id!r}: its description was {copy}; labelled by its call instead")
         steps.append(s.model_copy(update={"description": derived_description(s.tool, s.args)}))
     return decision.model_copy(update={"steps": steps})
+
+
+def _copied_label(step: StepAction, tools: ToolDescriptions) -> str | None:
+    """What a tool step's description copies, for a warning, when its call is to label it instead; else None."""
+    if not step.tool:
+        return None
+    copied = describes_tool(step.description, tools)
+    if copied is not None:
+        return None if copy_stands(step.description, step.tool, step.args, copied, tools) else f"tool {copied!r}'s own"
+    example = copied_example(step.description)
+    return None if example is None else f"a step of the prompt's example plan (for the goal {example.goal!r})"
 
 
 def merge_repeats(decision: AgentDecision | None, warnings: list[str]) -> AgentDecision | None:
