@@ -52,6 +52,7 @@ from soothe_planner.dag.typed_steps import (
     adds_to_tool,
     copy_stands,
     describes_tool,
+    text_words,
     typed_step_errors,
 )
 from soothe_planner.dag.validation import (
@@ -98,6 +99,7 @@ __all__ = [
     "resolve_args",
     "resolve_references",
     "signature",
+    "text_words",
     "typed_step_errors",
     "validate_steps",
 ]

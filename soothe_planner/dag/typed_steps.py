@@ -31,7 +31,7 @@ from soothe_planner.dag.arg_schema import check_args, signature
 from soothe_planner.dag.step_refs import REFERENCE_RE, arg_strings, references_in
 from soothe_planner.models import Capability, PlanStep, StepAction
 
-__all__ = ["ToolDescriptions", "adds_to_tool", "copy_stands", "describes_tool", "typed_step_errors"]
+__all__ = ["ToolDescriptions", "adds_to_tool", "copy_stands", "describes_tool", "text_words", "typed_step_errors"]
 
 StepLike = StepAction | PlanStep
 NEAR = 0.85
@@ -40,8 +40,13 @@ _WORD = re.compile(r"[^\W_]+")
 """A word: a run of letters or digits, in any script."""
 
 
+def text_words(text: str) -> tuple[str, ...]:
+    """``text``'s words (``_WORD``), without case."""
+    return tuple(_WORD.findall(text.casefold()))
+
+
 def _norm(text: str) -> str:
-    return " ".join(_WORD.findall(text.casefold()))
+    return " ".join(text_words(text))
 
 
 class ToolDescriptions:

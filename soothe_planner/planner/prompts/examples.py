@@ -9,7 +9,7 @@ for another goal, whatever the goal's language.
 
 The examples are read from the templates themselves (their goals and their steps' descriptions,
 tasks and comments), so an edited example is the example checked. A step copies an example step
-when its words (letters and digits of any script, without case) are that step's words, or begin
+when its words (``dag.text_words``: letters and digits of any script, without case) are that step's words, or begin
 with them, or they begin with its words, at least five words either way (a shorter run, such as
 "give the title only", is a common phrase).
 """
@@ -17,9 +17,10 @@ with them, or they begin with its words, at least five words either way (a short
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
+from soothe_planner.dag import text_words
 from soothe_planner.planner.prompts import template
 
 __all__ = ["EXAMPLE_TEMPLATES", "ExampleStep", "copied_example", "example_steps"]
@@ -35,7 +36,6 @@ EXAMPLE_TEMPLATES = (
 
 _GOAL = re.compile(r'\b[Gg]oal:? "([^"]+)"')
 _STEP = re.compile(r'"(?:description|task)": "([^"]+)"|\btask="([^"]+)"|#\s*(.+)$', re.M)
-_WORD = re.compile(r"[^\W_]+")
 MIN_WORDS = 5
 """The fewest words a copy shares with an example step: shorter runs of words are common phrases."""
 
@@ -47,10 +47,10 @@ class ExampleStep:
     text: str
     goal: str
     template: str
+    words: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-
-def words(text: str) -> tuple[str, ...]:
-    return tuple(w.casefold() for w in _WORD.findall(text))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "words", text_words(self.text))
 
 
 @cache
@@ -74,7 +74,7 @@ def _copies(text: tuple[str, ...], example: tuple[str, ...]) -> bool:
 
 def copied_example(text: str) -> ExampleStep | None:
     """The example step ``text`` copies, or None."""
-    said = words(text)
+    said = text_words(text)
     if len(said) < MIN_WORDS:
         return None
-    return next((step for step in example_steps() if _copies(said, words(step.text))), None)
+    return next((step for step in example_steps() if _copies(said, step.words)), None)
