@@ -9,9 +9,9 @@ for another goal, whatever the goal's language.
 
 The examples are read from the templates themselves (their goals and their steps' descriptions,
 tasks and comments), so an edited example is the example checked. A step copies an example step
-when its words (``dag.text_words``: letters and digits of any script, without case) are that step's words, or begin
-with them, or they begin with its words, at least five words either way (a shorter run, such as
-"give the title only", is a common phrase).
+when its words (``dag.text_words``: letters and digits of any script, without case) are that
+step's words, or begin with them, or they begin with its words, at least five words either way (a
+shorter run, such as "give the title only", is a common phrase).
 """
 
 from __future__ import annotations
