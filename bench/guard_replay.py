@@ -80,6 +80,7 @@ def replay_one(kept: dict[str, Any], name: str = "") -> Replayed:
     from soothe_planner.planner.generation import by_name
     from soothe_planner.planner.guard import assessed_deliverable, guard_assessment
     from soothe_planner.planner.run_steps import RunSteps
+    from soothe_planner.planner.small_model.grounding import checked_steps
 
     suite = load_suite(kept["suite_root"])
     goal = next((g for g in suite.goals if g.id == kept["goal_id"]), None)
@@ -91,7 +92,7 @@ def replay_one(kept: dict[str, Any], name: str = "") -> Replayed:
         run = RunSteps(decision=decision, steps=pm.nodes, results=pm.step_results(), manager=pm)
     else:
         run = RunSteps(decision=decision, steps=decision.steps if decision else [], results=[])
-    nodes, results = run.steps, list(run.results)
+    nodes, results = checked_steps(run)  # what the checks read, as the planner hands it to them
     caps = by_name([Capability.model_validate(c) for c in kept.get("capabilities") or []])
     finished = pm is not None and not pm.has_unfinished()
     small, grounded = bool(kept.get("small_model")), bool(kept.get("grounded"))

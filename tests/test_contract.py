@@ -527,3 +527,38 @@ def test_a_model_may_not_declare_a_file_the_workspace_has_as_one_to_write() -> N
     assert deliverable.kind == "answer" and deliverable.files == [] and "the workspace has" in warnings[0]
     kept, _ = to_deliverable(wire, goal, lambda path: False)  # new files: kept
     assert kept.files == ["src/notes.py", "README.md"]
+
+
+def test_what_a_search_quotes_back_of_its_own_pattern_is_no_evidence(tmp_path: Path) -> None:
+    from soothe_planner.planner.contract import as_evidence
+    from soothe_planner.planner.small_model.grounding import off_subject, ungrounded_facts
+    from soothe_planner.tools.builtins import make_builtin_tools
+
+    (tmp_path / "CHANGELOG.md").write_text("## [1.2.1] - 2024-05-14\n- harbor export: bookings as CSV\n"
+                                           "- check = \"Dariusz Mensah\" in pages\n")
+    search_text = make_builtin_tools(tmp_path, small_model_aids=True)["search_text"]
+
+    def searched(pattern: str) -> tuple[StepAction, PlanStep, StepResult]:
+        msg = search_text.invoke({"type": "tool_call", "id": "c1", "name": "search_text",
+                                  "args": {"pattern": pattern, "path": "CHANGELOG.md"}})
+        step = StepAction(id="s1", description="search", tool="search_text", args={"pattern": pattern, "path": "CHANGELOG.md"})
+        node, result = _ran(step, str(msg.content), msg.artifact)
+        return step, node, result
+
+    search, n1, r1 = searched("harbor 1.3.0")
+    assert "'harbor 1.3.0'" in r1.output  # the nearest lines' note says what was looked for
+    answer = StepAction(id="s2", description="die Änderungen", depends_on=["s1"])
+    n2, r2 = _ran(answer, "- harbor export: bookings as CSV (2024-05-14)")
+    decision = AgentDecision(steps=[search, answer])
+    goal = "Was hat sich in harbor 1.3.0 geändert?"
+    assert off_subject(goal, decision, [n1, n2], [r1, r2])[0] == ["1.3.0"]  # 1.3.0 stood only in the note
+    seen = as_evidence(search, r1).output
+    assert "1.3.0" not in seen and seen.splitlines()[:-1] == r1.output.splitlines()[:-1]  # the lines themselves stay
+    # a value guessed into a search that found nothing is not found by it
+    search, n1, r1 = searched("Priya Raman")
+    n2, r2 = _ran(answer, "Page Priya Raman.")
+    assert "'Priya Raman'" in r1.output
+    assert ungrounded_facts("Who is paged?", AgentDecision(steps=[search, answer]), [n1, n2], [r1, r2])[1] == ["Priya Raman"]
+    # a found line that quotes the pattern is file text, kept whole
+    search, n1, r1 = searched("Dariusz Mensah")
+    assert as_evidence(search, r1) is r1 and '"Dariusz Mensah"' in r1.output

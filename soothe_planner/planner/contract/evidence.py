@@ -20,8 +20,8 @@ from soothe_planner.dag import BadReferenceError, arg_strings, resolve_args
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
 from soothe_planner.tools import Workspace
 
-__all__ = ["LINE_LABEL", "WHOLE_NUMBER", "Write", "counted", "delivered_text", "found_lines", "is_model_step", "path_key", "read_back",
-           "write_target", "writes_of"]
+__all__ = ["LINE_LABEL", "WHOLE_NUMBER", "Write", "as_evidence", "counted", "delivered_text", "found_lines", "is_model_step",
+           "path_key", "read_back", "write_target", "writes_of"]
 
 Step = PlanStep | StepAction
 _READ_BACK_BYTES = 1_000_000
@@ -94,6 +94,34 @@ def found_lines(result: StepResult) -> list[str] | None:
     if not result.success or not isinstance(lines, list) or result.outcome.get("exact") is False:
         return None
     return [str(x) for x in lines if isinstance(x, str | int | float)]
+
+
+_MIN_ECHO = 2  # a quoted argument shorter than this says nothing a check could take for a fact
+
+
+def as_evidence(step: Step | None, result: StepResult) -> StepResult:
+    """``result`` as the checks read it: the notes of a tool that hands back lines as data (its
+    output's lines without a ``path:N:`` label: "no matches for 'harbor 1.3.0'", "(no line contains
+    'X' exactly; ...)", "3 lines in a.md contain 'X':") keep their words but not the step's own
+    arguments they quote back. What a tool was asked is not what it found: a value the model put in
+    its search, echoed by the search that did not find it, would otherwise count as found in a tool
+    output ("What changed in 1.3.0?" was answered with 1.2.1's changes, and 1.3.0 stood only in the
+    search's note). The lines themselves, found or nearest, are file text and stay as they are."""
+    if step is None or not result.success or not isinstance(result.outcome.get("lines"), list):
+        return result
+    asked = [v for v in (*(step.args or {}).values(), result.outcome.get("pattern"))
+             if isinstance(v, str) and len(v.strip()) >= _MIN_ECHO]
+    quoted = sorted({q for v in asked for q in (repr(v), f"'{v}'", f'"{v}"')}, key=len, reverse=True)
+    if not quoted:
+        return result
+    lines = result.output.split("\n")
+    for i, line in enumerate(lines):
+        if not LINE_LABEL.match(line):
+            for q in quoted:
+                line = line.replace(q, "''")
+            lines[i] = line
+    output = "\n".join(lines)
+    return result if output == result.output else result.model_copy(update={"output": output})
 
 
 def delivered_text(step: Step, completed: Mapping[str, StepResult]) -> str | None:

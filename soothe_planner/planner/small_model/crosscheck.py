@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlannerSettings, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import answer_text, is_model_step, read_back
+from soothe_planner.planner.contract import answer_text, as_evidence, is_model_step, read_back
 from soothe_planner.planner.prompts import Prompt, build, escape_data
 from soothe_planner.wire import CrossCheck
 
@@ -86,9 +86,10 @@ def evidence_of(
     nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
     deliverable: Deliverable | None = None,
 ) -> list[tuple[Step, StepResult]]:
-    """The run's tool steps that succeeded, with their results, writes left out (their outputs
-    echo what was delivered) and model steps too (their text is the planner's own); for a count,
-    counting tools too: the reading is to count anew, not to copy the number a tool gave."""
+    """The run's tool steps that succeeded, with their results as evidence (``contract.as_evidence``),
+    writes left out (their outputs echo what was delivered) and model steps too (their text is the
+    planner's own); for a count, counting tools too: the reading is to count anew, not to copy the
+    number a tool gave."""
     by_id = {r.step_id: r for r in results if r.success}
     out = []
     for n in nodes:
@@ -99,7 +100,7 @@ def evidence_of(
         if cap is not None and (cap.writes_path_arg or (cap.counts and deliverable is not None
                                                          and deliverable.kind == "count")):
             continue
-        out.append((n, r))
+        out.append((n, as_evidence(n, r)))
     return out
 
 

@@ -35,6 +35,7 @@ from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import AgentDecision, Capability, PlanStep, StepAction, StepResult
 from soothe_planner.planner.contract import (
     LINE_LABEL,
+    as_evidence,
     delivered_text,
     final_outputs,
     is_model_step,
@@ -206,8 +207,9 @@ def _judge(
             return None
         # only what fed the answer is a source: a write that runs after it echoes the answer's own text
         fed_by = ancestors(graph, step.id)
-        tool_ids = {n.id for n in nodes if (n.tool or n.tools) and n.id in fed_by}
-        read = "\n".join(_without_line_labels(r) for r in results if r.success and r.step_id in tool_ids)
+        tools = {n.id: n for n in nodes if (n.tool or n.tools) and n.id in fed_by}
+        read = "\n".join(_without_line_labels(as_evidence(tools[r.step_id], r)) for r in results
+                         if r.success and r.step_id in tools)
         said = LINE_LABEL.sub(_label_path, result.output)  # a line copied with its label: its number is no fact
         mine = [f for f in (_as_found(f, read, goal) for f in answer_facts(said)) if f]
         facts += mine
@@ -360,8 +362,8 @@ def off_subject(
     asked = list(dict.fromkeys(m.group(0).rstrip(".,") for m in _VALUE.finditer(goal)))
     if not asked:
         return [], []
-    outputs = "\n".join(r.output for r in results if r.success and any(n.id == r.step_id and (n.tool or n.tools)
-                                                                      for n in nodes))
+    tools = {n.id: n for n in nodes if n.tool or n.tools}
+    outputs = "\n".join(as_evidence(tools[r.step_id], r).output for r in results if r.success and r.step_id in tools)
     unseen = [v for v in asked if not _seen(v, goal, outputs, common)]
     answer = _final_answer(decision, results)
     if not unseen or answer is None:

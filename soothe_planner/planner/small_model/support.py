@@ -35,7 +35,14 @@ from functools import lru_cache
 
 from soothe_planner.deliverable import Deliverable
 from soothe_planner.models import Capability, PlanStep, StepAction, StepResult
-from soothe_planner.planner.contract import LINE_LABEL, WHOLE_NUMBER, counts_found, is_model_step, path_key
+from soothe_planner.planner.contract import (
+    LINE_LABEL,
+    WHOLE_NUMBER,
+    as_evidence,
+    counts_found,
+    is_model_step,
+    path_key,
+)
 from soothe_planner.planner.small_model.grounding import answer_facts, words
 
 __all__ = ["common_words", "other_sibling", "stated_count", "unsupported_facts", "unsupported_parts"]
@@ -158,8 +165,8 @@ def _tool_lines(
 def _tool_results(
     nodes: Sequence[Step], results: Sequence[StepResult], capabilities: Mapping[str, Capability] | None,
 ) -> Iterator[tuple[Step, StepResult]]:
-    """The run's tool steps that succeeded, with their results: writes left out (they echo what was
-    delivered), model steps too (their text is the planner's own)."""
+    """The run's tool steps that succeeded, with their results as evidence (``contract.as_evidence``):
+    writes left out (they echo what was delivered), model steps too (their text is the planner's own)."""
     by_id = {n.id: n for n in nodes}
     for r in results:
         step = by_id.get(r.step_id)
@@ -168,7 +175,7 @@ def _tool_results(
         cap = (capabilities or {}).get(step.tool)
         if cap is not None and cap.writes_path_arg:
             continue
-        yield step, r
+        yield step, as_evidence(step, r)
 
 
 def stated_count(
