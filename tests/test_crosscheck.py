@@ -73,6 +73,16 @@ def test_a_reading_without_a_number_says_nothing_of_a_number_answer() -> None:
     assert disagreements(goal, text, _reading("# TODO: reject empty notes"), "2", ev)
 
 
+def test_a_number_asked_is_compared_by_its_numbers_whatever_the_outputs_language() -> None:
+    goal = "Zähle die Zeilen in docs/api.md, die das Wort deprecated enthalten."
+    ev = _evidence("3 lines in docs/api.md contain 'deprecated':\ndocs/api.md:40: - status is deprecated",
+                   tool="count_lines", args={"path": "docs/api.md", "pattern": "deprecated"})
+    number = Deliverable(kind="answer", answer_is="number", parts=["Zeilen mit deprecated"])
+    # the reading words its value in the outputs' English, which the German request does not share
+    assert disagreements(goal, number, _reading("3 lines"), "3", ev) == []
+    assert disagreements(goal, number, _reading("3 lines"), "Es sind 4 Zeilen.", ev)
+
+
 def test_a_part_the_answer_leaves_out_is_not_confirmed_while_the_one_it_gives_is() -> None:
     goal = "Write the maintainer's name from README.md and the license name from LICENSE into META.txt."
     d = Deliverable(kind="file", files=["META.txt"], parts=["maintainer's name", "license name"])

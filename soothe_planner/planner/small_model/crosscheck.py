@@ -180,7 +180,9 @@ def disagreements(
     numeric = deliverable.kind == "answer" and deliverable.answer_is == "number"
     for part, value in zip(_asked(goal, deliverable), reading.values, strict=False):
         informative = _tokens(value) - goal_tokens
-        if not value.strip() or not informative or (numeric and not any(ch.isdigit() for ch in value)):
+        if numeric:  # a number asked is compared by its numbers: the words around it are the outputs' language
+            informative = {t for t in informative if any(ch.isdigit() for ch in t)}
+        if not value.strip() or not informative:
             continue  # nothing to compare; a number asked, and no number read, says nothing of the number
         if not (_flat(value) in read_flat or _holds(read_flat, read_tokens, informative)):
             continue  # the reading did not copy it from the outputs: it says nothing
