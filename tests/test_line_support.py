@@ -263,3 +263,34 @@ def test_parts_are_judged_in_the_requests_language_and_a_part_about_form_is_not(
                   "| name | rate |\n| dinghy | 38 |", rates) == []
     # one part: unsupported_facts' rule (one fact enough) is the whole check
     assert _parts(goal, ["how many days they are kept"], "7", _read("s1", "config/logging.yaml", LOGGING)) == []
+
+
+def test_a_request_in_another_language_than_the_files_is_bridged_by_what_the_run_searched_for(tmp_path: Path) -> None:
+    from soothe_planner.planner.small_model.support import workspace_words
+
+    for i in range(6):
+        (tmp_path / f"doc{i}.md").write_text(f"The harbor service computes the nightly rate of berth class {i}.\n")
+    (tmp_path / "pricing.go").write_text("// Friday and Saturday nights cost more (the weekend surcharge).\n")
+    (tmp_path / "booking.go").write_text("// The tourist tax is added per guest and night.\n")
+    vocabulary = workspace_words(str(tmp_path))
+    assert vocabulary is not None and {"weekend", "surcharge", "nightly"} <= vocabulary
+    assert workspace_words(str(tmp_path / "nowhere")) is None
+
+    def searched(pattern: str, line: str) -> tuple[StepAction, StepResult]:
+        return (StepAction(id="s1", description="search", tool="search_text", args={"pattern": pattern}),
+                StepResult(step_id="s1", success=True, output=line,
+                           outcome={"pattern": pattern, "lines": [line], "exact": True}))
+
+    def check(goal: str, delivered: str, *read: tuple[StepAction, StepResult]) -> tuple[list[str], list[str]]:
+        return unsupported_facts(goal, ANSWER, delivered, [s for s, _ in read], [r for _, r in read], None,
+                                 common_words(str(tmp_path)), vocabulary)
+
+    weekend = searched("weekend", "pricing.go:1: // Friday and Saturday nights cost more (the weekend surcharge).")
+    de = "Welche Go-Datei berechnet den Wochenendzuschlag?"
+    assert check(de, "pricing.go", weekend) == ([], [])
+    assert _check(de, "pricing.go", weekend, workspace=str(tmp_path))[0] == ["pricing.go"]  # no bridge without it
+    # the bridge is what was searched for, not whatever was read
+    assert check(de, "booking.go", weekend, _read("s2", "booking.go", "// The tourist tax is added per guest."))[0]
+    # a request in the files' language is held to its own words, whatever the run searched for
+    tourist = searched("tourist", "booking.go:1: // The tourist tax is added per guest and night.")
+    assert check("Which Go file computes the weekend surcharge?", "booking.go", tourist)[0] == ["booking.go"]

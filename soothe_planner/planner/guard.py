@@ -62,6 +62,7 @@ from soothe_planner.planner.small_model.support import (
     stated_count,
     unsupported_facts,
     unsupported_parts,
+    workspace_words,
 )
 
 __all__ = ["assessed_deliverable", "guard_assessment"]
@@ -129,7 +130,8 @@ def guard_assessment(
         if a.status in ("done", "continue"):
             reasons += _answer_reasons(goal, deliverable, decision, nodes, results, grounded=grounded, common=common)
             if grounded and not reasons:
-                facts, lines = unsupported_facts(goal, deliverable, given, nodes, results, capabilities, common)
+                facts, lines = unsupported_facts(goal, deliverable, given, nodes, results, capabilities, common,
+                                                 workspace_words(workspace))
                 if facts:
                     reasons.append(
                         f"{', '.join(repr(f) for f in facts[:3])} (what was delivered) comes from lines that share no word with "

@@ -45,7 +45,7 @@ from soothe_planner.planner.contract import (
 )
 from soothe_planner.planner.small_model.grounding import answer_facts, words
 
-__all__ = ["common_words", "other_sibling", "stated_count", "unsupported_facts", "unsupported_parts"]
+__all__ = ["common_words", "other_sibling", "stated_count", "unsupported_facts", "unsupported_parts", "workspace_words"]
 
 Step = PlanStep | StepAction
 _MIN_FILES = 6  # fewer files than this tell nothing about which words are common
@@ -63,11 +63,20 @@ def common_words(workspace: str | None) -> frozenset[str] | None:
     process: which words are common does not change with the few files a run writes."""
     if not workspace or not os.path.isdir(workspace):
         return None
-    return _common_words(os.path.realpath(workspace))
+    return _words_held(os.path.realpath(workspace))[0]
+
+
+def workspace_words(workspace: str | None) -> frozenset[str] | None:
+    """Every word the workspace's text files hold, read as ``common_words`` reads them (None when
+    there is no workspace)."""
+    if not workspace or not os.path.isdir(workspace):
+        return None
+    return _words_held(os.path.realpath(workspace))[1]
 
 
 @lru_cache(maxsize=16)
-def _common_words(workspace: str) -> frozenset[str] | None:
+def _words_held(workspace: str) -> tuple[frozenset[str] | None, frozenset[str]]:
+    """``(the common words, or None when too few files tell; every word held)``."""
     held: Counter[str] = Counter()
     files = 0
     budget = _MAX_TOTAL_BYTES
@@ -86,9 +95,8 @@ def _common_words(workspace: str) -> frozenset[str] | None:
             files += 1
             budget -= len(data)
             held.update(words(data.decode("utf-8", errors="replace")))
-    if files < _MIN_FILES:
-        return None
-    return frozenset(w for w, n in held.items() if n * 2 > files)
+    common = frozenset(w for w, n in held.items() if n * 2 > files) if files >= _MIN_FILES else None
+    return common, frozenset(held)
 
 
 def _context_lines(step: Step, result: StepResult) -> Iterator[tuple[str, str, set[str]]]:
@@ -127,19 +135,37 @@ def _context_lines(step: Step, result: StepResult) -> Iterator[tuple[str, str, s
         yield own_path, "", held
 
 
-def _asked(goal: str, deliverable: Deliverable, common: Collection[str] | None, given: set[str]) -> set[str]:
+def _asked(goal: str, deliverable: Deliverable, common: Collection[str] | None, given: set[str],
+           vocabulary: Collection[str] | None = None, searched: Collection[str] = ()) -> set[str]:
     """The request's words that can say what a line is about: the goal's words, the paths of the
     files to write taken out (the file a run is to write is not its subject; "release-checklist.md"
     is found in no line about releases), without words most of the workspace's files hold unless
     the run's tools were given them (a search for "TODO" in a workspace where most files hold one:
-    the subject, not a word of grammar)."""
+    the subject, not a word of grammar).
+
+    A request most of whose words no file of the workspace holds (``vocabulary``: every word its
+    files hold) is written in another language than its files, and no line can share its words;
+    there the words the run searched for (``searched``) are taken too: the model's own rendering of
+    the request in the files' language, the one bridge between them ("Wochenendzuschlag" searched
+    as "weekend"). A line then has to be about what was searched for, not merely be read."""
     text = goal
     for name in deliverable.files:
         text = re.sub(re.escape(name), " ", text, flags=re.IGNORECASE)
     if common is None:
-        return {w for w in words(text)
-                if _informative(w) and (len(w) >= _SHORT or any(ch.isdigit() for ch in w) or w in given)}
-    return {w for w in words(text) if _informative(w) and (w not in common or w in given)}
+        asked = {w for w in words(text)
+                 if _informative(w) and (len(w) >= _SHORT or any(ch.isdigit() for ch in w) or w in given)}
+    else:
+        asked = {w for w in words(text) if _informative(w) and (w not in common or w in given)}
+    foreign = [w for w in asked if not any(ch.isdigit() for ch in w)]
+    if vocabulary is not None and foreign and sum(w in vocabulary for w in foreign) * 2 < len(foreign):
+        asked |= {w for w in searched if _informative(w) and (common is None or w not in common)}
+    return asked
+
+
+def _searched(results: Sequence[StepResult]) -> set[str]:
+    """The words of what the run's searches looked for (a search's ``pattern``, as it hands it back)."""
+    return {w for r in results if r.success and isinstance(r.outcome.get("pattern"), str)
+            for w in words(r.outcome["pattern"])}
 
 
 def _informative(word: str) -> bool:
@@ -216,11 +242,13 @@ def stated_count(
 def unsupported_facts(
     goal: str, deliverable: Deliverable | None, delivered: str, nodes: Sequence[Step], results: Sequence[StepResult],
     capabilities: Mapping[str, Capability] | None, common: Collection[str] | None,
+    vocabulary: Collection[str] | None = None,
 ) -> tuple[list[str], list[str]]:
     """``(the delivered text's facts, lines they were found on)`` when the deliverable is an answer
     or a file, ``delivered`` (the answer, or the files as they are on disk) states facts that the
     run's tool outputs hold, and no line holding one shares a word with the request (see the module
-    docstring); ``([], [])`` otherwise. ``common``: the workspace's ``common_words``."""
+    docstring); ``([], [])`` otherwise. ``common``: the workspace's ``common_words``; ``vocabulary``:
+    its ``workspace_words`` (a request in another language than the files: ``_asked``)."""
     if deliverable is None or deliverable.kind == "count" or not delivered.strip():
         return [], []
     goal_folded = goal.casefold()
@@ -228,7 +256,7 @@ def unsupported_facts(
     if not facts:
         return [], []
     lines, given = _tool_lines(nodes, results, capabilities)
-    asked = _asked(goal, deliverable, common, given)
+    asked = _asked(goal, deliverable, common, given, vocabulary, _searched(results))
     seen: list[str] = []
     for fact in facts:
         pattern = re.compile(rf"(?<![\w.]){re.escape(fact)}(?![\w])", re.IGNORECASE)
