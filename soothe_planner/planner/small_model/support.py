@@ -22,7 +22,9 @@ refusing a right answer whose line shares only an inflected form of the request'
 for "owns") when neither its table nor its file's name says more; measured, such answers had a
 supporting line elsewhere (the protocol's file is named after it). A request in one language over
 files written in another shares no word with their lines unless names, paths or numbers carry
-over: there it refuses, a failure the user sees, rather than pass an answer it cannot place.
+over: there the words the run searched for stand in for the request's (``_asked``), so a line
+must be about what the model looked for in the files' language; a run that searched for nothing
+is still refused, a failure the user sees, rather than pass an answer it cannot place.
 """
 
 from __future__ import annotations
