@@ -103,3 +103,19 @@ def test_the_guard_lets_a_read_setting_stand_and_still_checks_the_answers_parts(
     kept, why = guard_assessment(goal2, done, held, decision, nodes, results, None, None,
                                  plan_finished=True, small_model=True, grounded=True)
     assert kept.status == "replan", why
+
+
+def test_a_request_in_another_language_than_the_files_is_read_through_what_the_run_searched_for() -> None:
+    goal = "¿Qué puerto configura config/server.toml para el servidor?"
+    search = (StepAction(id="s1", description="busca", tool="search_text", args={"pattern": "port"}),
+              StepResult(step_id="s1", success=True, output=SERVER, outcome={"pattern": "port", "lines": [SERVER]}))
+    nodes, results, _ = _run(search, _answer("s2", "8443", "s1"))
+    count = _count("config/server.toml", ["puerto"])
+    english = {"config", "server", "toml", "port", "the", "workers", "host"}  # the files' words
+    assert stated_count(goal, count, "8443", nodes, results, None, None) is None  # "port" is no word of the request
+    read = stated_count(goal, count, "8443", nodes, results, None, None, english)
+    assert read is not None and (read.kind, read.answer_is) == ("answer", "number")
+    # a request in the files' own language is not bridged: its words say what a line must be about
+    nodes, results, _ = _run(search, _answer("s2", "8443", "s1"))
+    assert stated_count("Which setting does config/server.toml give the workers?", _count("workers", []), "8443",
+                        nodes, results, None, None, english | {"which", "setting", "does", "give"}) is None

@@ -88,7 +88,7 @@ def assessed_deliverable(
     if not small_model or deliverable is None or deliverable.kind != "count":
         return deliverable
     read = stated_count(goal, deliverable, answer_text(decision, results), nodes, results, capabilities,
-                        common_words(workspace))
+                        common_words(workspace), workspace_words(workspace))
     if read is None:
         return deliverable
     logger.info("plan-assess: no tool counted, and every number the answer states is stated by a line about the "

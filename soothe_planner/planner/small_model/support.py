@@ -209,9 +209,11 @@ def _tool_results(
 def stated_count(
     goal: str, deliverable: Deliverable | None, answer: str, nodes: Sequence[Step], results: Sequence[StepResult],
     capabilities: Mapping[str, Capability] | None, common: Collection[str] | None,
+    vocabulary: Collection[str] | None = None,
 ) -> Deliverable | None:
     """The deliverable a count's answer is held to when the count was *read*, not counted: an answer
-    that is a number, with the count's parts (None when it does not apply).
+    that is a number, with the count's parts (None when it does not apply). ``vocabulary``: the
+    workspace's ``workspace_words`` (a request in another language than the files: ``_asked``).
 
     It applies when no tool counted anything and every number the answer states (other than the
     goal's own) stands on a tool-output line whose own text shares a word with the request (not its
@@ -232,7 +234,7 @@ def stated_count(
     if not numbers:
         return None
     lines, given = _tool_lines(nodes, results, capabilities)
-    asked = _asked(goal, deliverable, common, given)
+    asked = _asked(goal, deliverable, common, given, vocabulary, _searched(results))
     for n in numbers:
         if not any(n in WHOLE_NUMBER.findall(text) and (words(text) - {n}) & asked for _, text, _ in lines):
             return None
