@@ -130,6 +130,15 @@ def test_the_visible_suite_parses() -> None:
     assert len({g.id for g in suite.goals}) == len(suite.goals)
 
 
+@pytest.mark.parametrize(("name", "count"), [("harbor-de", 8), ("ledgerline-es", 6)])
+def test_the_probes_in_other_languages_parse_over_the_visible_suites_workspaces(name: str, count: int) -> None:
+    if not goals_bench.DEFAULT_SUITE.is_dir():
+        pytest.skip("the visible suites, whose workspaces these probes use, are not next to this checkout")
+    suite = load_suite(Path(__file__).parent / "data" / "goal_suites" / name)
+    assert len({g.id for g in suite.goals}) == len(suite.goals) == count and suite.workspace.is_dir()
+    assert suite.workspace.resolve().parent.parent == goals_bench.DEFAULT_SUITE.resolve().parent
+
+
 @pytest.mark.parametrize(("name", "count"), [("goals-harbor", 18), ("goals-fieldnotes", 18)])
 def test_the_new_visible_suites_parse_with_their_new_check_kinds(name: str, count: int) -> None:
     folder = goals_bench.DEFAULT_SUITE.parent / name
