@@ -559,6 +559,13 @@ def test_what_a_search_quotes_back_of_its_own_pattern_is_no_evidence(tmp_path: P
     n2, r2 = _ran(answer, "Page Priya Raman.")
     assert "'Priya Raman'" in r1.output
     assert ungrounded_facts("Who is paged?", AgentDecision(steps=[search, answer]), [n1, n2], [r1, r2])[1] == ["Priya Raman"]
+    # nor by a count of the lines that hold it, which counted none
+    msg = make_builtin_tools(tmp_path, small_model_aids=True)["count_lines"].invoke(
+        {"type": "tool_call", "id": "c2", "name": "count_lines", "args": {"path": "CHANGELOG.md", "pattern": "Priya Raman"}})
+    count = StepAction(id="s1", description="count", tool="count_lines", args={"path": "CHANGELOG.md", "pattern": "Priya Raman"})
+    n1, r1 = _ran(count, str(msg.content), msg.artifact)
+    assert "'Priya Raman'" in r1.output
+    assert ungrounded_facts("Who is paged?", AgentDecision(steps=[count, answer]), [n1, n2], [r1, r2])[1] == ["Priya Raman"]
     # a found line that quotes the pattern is file text, kept whole
     search, n1, r1 = searched("Dariusz Mensah")
     assert as_evidence(search, r1) is r1 and '"Dariusz Mensah"' in r1.output

@@ -100,14 +100,15 @@ _MIN_ECHO = 2  # a quoted argument shorter than this says nothing a check could 
 
 
 def as_evidence(step: Step | None, result: StepResult) -> StepResult:
-    """``result`` as the checks read it: the notes of a tool that hands back lines as data (its
-    output's lines without a ``path:N:`` label: "no matches for 'harbor 1.3.0'", "(no line contains
-    'X' exactly; ...)", "3 lines in a.md contain 'X':") keep their words but not the step's own
-    arguments they quote back. What a tool was asked is not what it found: a value the model put in
-    its search, echoed by the search that did not find it, would otherwise count as found in a tool
-    output ("What changed in 1.3.0?" was answered with 1.2.1's changes, and 1.3.0 stood only in the
-    search's note). The lines themselves, found or nearest, are file text and stay as they are."""
-    if step is None or not result.success or not isinstance(result.outcome.get("lines"), list):
+    """``result`` as the checks read it: the notes of a tool that hands back the lines it found or a
+    count as data (its output's lines without a ``path:N:`` label: "no matches for 'harbor 1.3.0'",
+    "(no line contains 'X' exactly; ...)", "0 lines in a.md contain 'X'") keep their words but not
+    the step's own arguments they quote back. What a tool was asked is not what it found: a value
+    the model put in its search, echoed by the search that did not find it, would otherwise count
+    as found in a tool output ("What changed in 1.3.0?" was answered with 1.2.1's changes, and 1.3.0
+    stood only in the search's note). The lines themselves, found or nearest, are file text and stay
+    as they are."""
+    if step is None or not result.success or not ({"lines", "count"} & result.outcome.keys()):
         return result
     asked = [v for v in (*(step.args or {}).values(), result.outcome.get("pattern"))
              if isinstance(v, str) and len(v.strip()) >= _MIN_ECHO]
