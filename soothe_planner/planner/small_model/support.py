@@ -158,8 +158,8 @@ def _asked(goal: str, deliverable: Deliverable, common: Collection[str] | None, 
                  if _informative(w) and (len(w) >= _SHORT or any(ch.isdigit() for ch in w) or w in given)}
     else:
         asked = {w for w in words(text) if _informative(w) and (w not in common or w in given)}
-    foreign = [w for w in asked if not any(ch.isdigit() for ch in w)]
-    if vocabulary is not None and foreign and sum(w in vocabulary for w in foreign) * 2 < len(foreign):
+    lettered = [w for w in asked if not any(ch.isdigit() for ch in w)]  # numbers and names like P4 carry over
+    if vocabulary is not None and lettered and sum(w in vocabulary for w in lettered) * 2 < len(lettered):
         asked |= {w for w in searched if _informative(w) and (common is None or w not in common)}
     return asked
 
