@@ -65,6 +65,7 @@ from bench import _common
 from bench._common import REPO_ROOT, table, write_results
 from bench.provenance import embedded_model_file
 from bench.worfbench_calls import summarise_cost
+from bench.worfbench_examples import EXAMPLE_SOURCES, EXAMPLES_FROM
 from bench.worfbench_files import PROTOCOL, RunKey, merge_parts, resumed, run_names, saved_answers
 from bench.worfbench_replay import Reusable, digests_of_part, reusable_runs
 from bench.worfbench_report import (
@@ -322,7 +323,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--replay-from", default=None, metavar="TAG",
                     help="read each run from the saved run of worfbench-TAG's parts (with digests) when this code "
                          "asks exactly what that run asked; plan only the others with the model")
+    ap.add_argument("--examples", choices=EXAMPLE_SOURCES, default="none",
+                    help="the planner runs' own examples (PlannerSettings.examples): none, or the two worked "
+                         "examples the two-shot prompt shows for the item's task type (bench/worfbench_examples.py)")
     args = ap.parse_args(argv)
+    EXAMPLES_FROM.set(args.examples)
     args.similarity = args.similarity or ("exact" if args.scripted else "embedding")
     runs = _parse_runs(args.runs)
     tag = args.tag or ("scripted" if args.scripted else None)  # a scripted run never overwrites a model run's files
@@ -371,7 +376,7 @@ def main(argv: list[str]) -> int:
                              "items_of": args.items_of,
                              "protocol": PROTOCOL, "run_names": list(runs), "scripted": args.scripted,
                              "n_ctx": args.n_ctx, "part": list(part), "elapsed_s": before + seconds,
-                             "load_after": _common.loadavg(), "runs": found,
+                             "load_after": _common.loadavg(), "runs": found, "examples_from": args.examples,
                              **({"replayed_from": args.replay_from} if args.replay_from else {})},
                       **_provenance_args(args, model=not args.scripted))
 

@@ -111,7 +111,8 @@ class Answer:
 
 
 @cache
-def _examples() -> dict[str, list[dict[str, str]]]:
+def two_shot_examples() -> dict[str, list[dict[str, str]]]:
+    """The two-shot prompt's worked examples, by task type: user and assistant turns."""
     data = json.loads(TWO_SHOT_FILE.read_text())
     return dict(data["two_shot_example"])
 
@@ -121,7 +122,7 @@ def two_shot_messages(item: dict[str, Any]) -> list[Any]:
     from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
     conv = item["conversations"]
-    examples = _examples()[EXAMPLES_OF.get(item["source"], item["source"])]
+    examples = two_shot_examples()[EXAMPLES_OF.get(item["source"], item["source"])]
     msgs: list[Any] = [SystemMessage(str(conv[0]["content"]))]
     msgs += [HumanMessage(m["content"]) if m["role"] == "user" else AIMessage(m["content"]) for m in examples]
     msgs.append(HumanMessage("Now it's your turn.\n" + str(conv[1]["content"])))
@@ -198,12 +199,14 @@ def syntax_used(settings: Any, capabilities: Sequence[Any]) -> str:
 async def planner_run(model: Any, settings: Any, profile: str, item: dict[str, Any], capabilities: Sequence[Any],
                       recorder: CallRecorder) -> tuple[dict[str, Any], dict[str, Answer]]:
     """One ``create_plan`` under ``profile`` with ``capabilities``: its run record and its three rows."""
+    from bench.worfbench_examples import EXAMPLES_FROM, planner_examples
     from soothe_planner.errors import PlannerError
     from soothe_planner.models import PlanContext
     from soothe_planner.planner import LLMPlanner
     from soothe_planner.planner.calls import resolve_method
 
-    planner = LLMPlanner(model, settings=profile_settings(settings, profile))
+    examples = planner_examples(item)
+    planner = LLMPlanner(model, settings=profile_settings(settings, profile).model_copy(update={"examples": examples}))
     ran = planner.settings  # resolved: what the planner itself will use
     record_settings = {
         "prompt": "planner", "prompt_profile": ran.prompt_profile, "plan_syntax": ran.plan_syntax,
@@ -213,6 +216,7 @@ async def planner_run(model: Any, settings: Any, profile: str, item: dict[str, A
         "small_model_rules": planner.small_model, "capabilities": len(capabilities),
         "capabilities_passed_as": "PlanContext.available_capabilities",
         "temperature": getattr(model, "temperature", None),
+        **({"examples": len(ran.examples), "examples_from": EXAMPLES_FROM.get()} if ran.examples else {}),
     }
     token = RUNNING.set(profile)
     try:
@@ -311,6 +315,8 @@ def labels(variant: Variant, run_records: Sequence[dict[str, Any]]) -> dict[str,
         "prompt_budget_tokens": values("prompt_budget_tokens"),
         "structured_output_method": values("structured_output_method"),
         "temperature": values("temperature"),
+        "examples_items": sum(1 for s in settings if s.get("examples")),
+        "examples_from": [v for v in values("examples_from") if v],
         "items": len(settings),
     }
 
@@ -322,7 +328,11 @@ def label_text(label: dict[str, Any]) -> str:
     where = "in the prompt text" if label["capabilities_passed_as"] == ["the task text"] else "as capabilities"
     caps = (f"tools {where} on {label['capabilities_items']}/{label['items']} items "
             f"({label['capabilities_per_item']:.1f} per item)")
-    return f"profile {profile} · syntax {syntax} · {caps} · re-asks {label['reasks']} · {label['reading']}"
+    examples = ""
+    if label.get("examples_items"):
+        examples = f" · examples from the {'/'.join(label['examples_from'])} prompt on {label['examples_items']} items"
+    return (f"profile {profile} · syntax {syntax} · {caps}{examples} · re-asks {label['reasks']} · "
+            f"{label['reading']}")
 
 
 def as_dicts(answers: dict[str, Answer]) -> dict[str, dict[str, Any]]:

@@ -131,7 +131,9 @@ def test_every_system_prompt_asks_for_json_so_json_mode_works() -> None:
 def test_system_prompts_are_static_so_providers_can_cache_them() -> None:
     for name in template_names():
         if "_system" in name and name not in ("generate_system_compact", "generate_calls_system_compact"):
-            assert "$" not in template(name).template, name
+            fields = set(re.findall(r"\$(\w+)", template(name).template))
+            # the full plan briefing's one field is the caller's own examples: a run's constant
+            assert fields == ({"own_examples"} if name == "generate_system" else set()), name
 
 
 def test_the_compact_plan_briefing_holds_only_the_runs_constants() -> None:
@@ -208,7 +210,7 @@ def test_phase_two_context_travels_in_the_human_turn_after_a_static_system_turn(
                                     PlannerSettings(), max_steps=5)
     messages = prompt.messages()
     assert [type(m) for m in messages] == [SystemMessage, HumanMessage]
-    assert messages[0].content == template("generate_system").template
+    assert messages[0].content == template("generate_system").substitute(own_examples="")  # none configured
     human = str(messages[1].content)
     for expected in ("write the report", "Iteration 4 of at most 10", "s6 [failed]", "s7 [pending]", "<- s6",
                      "tool exploded", "halfway", "iteration 2: continue", "please write the report",
@@ -247,7 +249,7 @@ def test_budget_trims_the_largest_state_section_first_and_keeps_instructions_who
     prompt = phases.generate_prompt("write the report", state, ctx, None, RunSteps.of(state, None), settings, max_steps=8)
     assert prompt.chars <= prompt.budget_chars
     assert set(prompt.trimmed) == {"evidence"}  # the largest section absorbed the whole overflow
-    assert prompt.system == template("generate_system").template  # instructions untouched
+    assert prompt.system == template("generate_system").substitute(own_examples="")  # instructions untouched
     assert "Write at most 8 steps." in prompt.human
     assert "- search(...) [read-only]: web search" in prompt.human
     body = prompt.human.split("<evidence>", 1)[1].split("</evidence>", 1)[0]

@@ -60,7 +60,7 @@ from soothe_planner.models.loop import (
     Reflection,
     StatusAssessment,
 )
-from soothe_planner.models.settings import FailurePolicy, PlannerSettings
+from soothe_planner.models.settings import FailurePolicy, PlanExample, PlanExampleStep, PlannerSettings
 from soothe_planner.models.steps import AgentDecision, Plan, PlanStep, StepAction, StepResult
 
 __all__ = [
@@ -79,6 +79,8 @@ __all__ = [
     "LoopState",
     "Plan",
     "PlanContext",
+    "PlanExample",
+    "PlanExampleStep",
     "PlanResult",
     "PlanStep",
     "PlannerSettings",

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from soothe_planner.models.base import CallKind, DataModel
+from soothe_planner.models.base import CallKind, DataModel, check_step_id
 
 __all__ = [
     "FailurePolicy",
+    "PlanExample",
+    "PlanExampleStep",
     "PlannerSettings",
 ]
 
@@ -39,6 +41,54 @@ class FailurePolicy(DataModel):
 
     def __str__(self) -> str:
         return "block" if self.mode == "block" else f"retry({self.max_retries})"
+
+
+class PlanExampleStep(DataModel):
+    """One step of a worked plan: what it does, the tool it calls (None: a model step), after which steps."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    description: str = Field(min_length=1)
+    tool: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        return check_step_id(value, "example step id")
+
+    @model_validator(mode="after")
+    def _args_need_a_tool(self) -> PlanExampleStep:
+        if self.tool is None and self.args:
+            raise ValueError(f"example step {self.id!r} has args but no tool: a model step takes no arguments")
+        return self
+
+
+class PlanExample(DataModel):
+    """A worked plan for a goal like the ones the planner will get: shown in every plan prompt.
+
+    Its steps depend only on steps written before them, so the example is a DAG in its written order.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    goal: str = Field(min_length=1)
+    steps: list[PlanExampleStep] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _a_dag_in_order(self) -> PlanExample:
+        seen: set[str] = set()
+        for step in self.steps:
+            if step.id in seen:
+                raise ValueError(f"example step id {step.id!r} appears twice in the example for {self.goal[:60]!r}")
+            later = [d for d in step.depends_on if d not in seen]
+            if later:
+                raise ValueError(f"example step {step.id!r} depends on {later!r}: a step depends only on steps "
+                                 "written before it in the example")
+            seen.add(step.id)
+        return self
 
 
 class PlannerSettings(DataModel):
@@ -101,6 +151,11 @@ class PlannerSettings(DataModel):
         default="auto",
         description="Prompt wording and tool schemas: 'compact' (fewer tokens, for small local models) or "
         "'full'; 'auto' takes the model's own declaration (the embedded model declares 'compact'), else 'full'.",
+    )
+    examples: list[PlanExample] = Field(
+        default_factory=list,
+        description="Worked plans for goals like yours (goal, steps), shown after the built-in example in every "
+        "plan prompt, in the plan syntax of the call: they teach a model your goals' steps and their wording.",
     )
     plan_syntax: Literal["auto", "json", "calls"] = Field(
         default="auto",

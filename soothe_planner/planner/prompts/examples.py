@@ -16,14 +16,18 @@ shorter run, such as "give the title only", is a common phrase).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any, Literal
 
 from soothe_planner.dag import text_words
-from soothe_planner.planner.prompts import template
+from soothe_planner.models import PlanExample, PlanExampleStep
+from soothe_planner.planner.prompts import escape_data, template
 
-__all__ = ["EXAMPLE_TEMPLATES", "ExampleStep", "copied_example", "example_steps"]
+__all__ = ["EXAMPLE_TEMPLATES", "ExampleStep", "copied_example", "example_steps", "render_own_examples"]
 
 EXAMPLE_TEMPLATES = (
     "generate_system",
@@ -78,3 +82,63 @@ def copied_example(text: str) -> ExampleStep | None:
     if len(said) < MIN_WORDS:
         return None
     return next((step for step in example_steps() if _copies(said, step.words)), None)
+
+
+# --------------------------------------------------------------------------- the caller's own examples
+
+OWN_EXAMPLES_HEAD = "Worked plans for goals of this kind (their goals are not yours; write your steps as theirs are written):"
+CALL_COMMENT_CHARS = 120
+"""The longest comment the calls grammar lets a line end with."""
+_REF = re.compile(r"^\{\{\s*([A-Za-z0-9_.-]+)\.output\s*\}\}$")
+ExampleSyntax = Literal["json", "compact", "calls"]
+
+
+def render_own_examples(examples: Sequence[PlanExample], *, syntax: ExampleSyntax, model_step: str) -> str:
+    """The caller's worked plans (``PlannerSettings.examples``) in the plan syntax of the call, or "".
+
+    ``json``: the full profile's step objects; ``compact``: the compact profile's, a model step written
+    as a call of ``model_step`` with its description as the task; ``calls``: one line per step, a tool
+    step's description as its comment, a model step as ``model_step(deps, task=...)``. The text is the
+    operator's, shown in the system prompt; our fence tags in it are escaped all the same.
+    """
+    if not examples:
+        return ""
+    blocks = [OWN_EXAMPLES_HEAD]
+    for example in examples:
+        blocks.append("Goal: " + json.dumps(" ".join(example.goal.split()), ensure_ascii=False))
+        blocks.extend(_render(example, syntax, model_step))
+    return escape_data("\n\n" + "\n".join(blocks))
+
+
+def _render(example: PlanExample, syntax: ExampleSyntax, model_step: str) -> list[str]:
+    if syntax == "calls":
+        return [_call_line(step, model_step) for step in example.steps]
+    rows = []
+    for step in example.steps:
+        if syntax == "json":
+            row: dict[str, Any] = {"id": step.id, "description": step.description, "tool": step.tool,
+                                   "args": step.args, "depends_on": step.depends_on}
+        elif step.tool is None:
+            row = {"id": step.id, "tool": model_step, "args": {"task": step.description},
+                   "depends_on": step.depends_on}
+        else:
+            row = {"id": step.id, "tool": step.tool, "args": step.args, "depends_on": step.depends_on}
+        rows.append(json.dumps(row, ensure_ascii=False))
+    head = '{"plan_action": "new", "steps": [' if syntax == "json" else '{"steps": ['
+    return [head + ",\n ".join(rows) + "]}"]
+
+
+def _call_value(value: Any) -> str:
+    ref = _REF.match(value.strip()) if isinstance(value, str) else None
+    return ref.group(1) if ref else json.dumps(value, ensure_ascii=False)
+
+
+def _call_line(step: PlanExampleStep, model_step: str) -> str:
+    if step.tool is None:
+        inputs = "".join(f"{d}, " for d in step.depends_on)
+        return f"{step.id} = {model_step}({inputs}task={json.dumps(step.description, ensure_ascii=False)})"
+    args = ", ".join(f"{name}={_call_value(value)}" for name, value in step.args.items())
+    comment = " ".join(step.description.split())
+    if len(comment) > CALL_COMMENT_CHARS:
+        comment = comment[:CALL_COMMENT_CHARS].rsplit(" ", 1)[0]
+    return f"{step.id} = {step.tool}({args})  # {comment}"

@@ -46,6 +46,7 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
+from soothe_planner.planner.prompts.examples import render_own_examples
 from soothe_planner.planner.prompts.questions import (
     answer_prompt,
     continuation_prompt,
@@ -315,7 +316,7 @@ def generate_prompt(
         trimmable={"evidence": "head", "working_memory": "tail", "plan": "head"},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
-        system_fields=compact_system_fields(context, calls=calls),
+        system_fields=compact_system_fields(context, calls=calls, settings=settings),
     )
 
 
@@ -390,14 +391,18 @@ def _compact_fields(
     return {"files": files_overview(context.workspace), "progress": progress}
 
 
-def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[str, str]:
-    """The compact plan briefing's fields: the tools, and the examples of a plan's shape.
+def compact_system_fields(
+    context: PlanContext, *, calls: bool = False, settings: PlannerSettings | None = None
+) -> dict[str, str]:
+    """The plan briefing's fields: the tools, the examples of a plan's shape, and the caller's own examples.
 
     The examples over the built-in file tools are shown when those tools are offered; with other
     tools, one example over tools that are said not to be the reader's (two independent calls, a
     step that needs both, the answer), so a plan over any tools is shown its shape: steps that need
     nothing from each other name nothing of each other, and a step's comment says what it does.
-    Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares.
+    Both are constant for a run, so they sit in the system prompt, a prefix every plan call shares; so
+    do the caller's worked plans (``settings.examples``), which every profile's briefing ends with, in
+    the syntax of the call.
     """
     tools = {c.name for c in context.available_capabilities if c.kind == "tool"}
     step = model_step_name(context.capability_names())
@@ -407,7 +412,10 @@ def compact_system_fields(context: PlanContext, *, calls: bool = False) -> dict[
         examples = examples.replace(f'"tool": "{COMPACT_MODEL_STEP}"', f'"tool": "{step}"').replace(
             f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
     writers = [c.name for c in context.available_capabilities if c.kind == "tool" and c.writes_path_arg]
+    own = settings.examples if settings is not None else ()
+    syntax = "calls" if calls else "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
     return {
+        "own_examples": render_own_examples(own, syntax=syntax, model_step=step),
         "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
         "examples": examples,
         "model_step": step,
@@ -446,7 +454,7 @@ def revise_prompt(
         trimmable={"plan": "head", "reflection": "head"},
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
-        system_fields=compact_system_fields(context),
+        system_fields=compact_system_fields(context, settings=settings),
     )
 
 
