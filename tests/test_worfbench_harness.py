@@ -556,3 +556,46 @@ async def test_a_run_reports_each_item_as_it_ends_and_skips_the_items_it_is_give
     assert seen == [["os_1", "os_0"], ["os_1", "os_0", "os_2"]]
     assert list(found["os_0"]["runs"]) == ["two-shot"] and list(found["os_0"]["answers"]) == ["two-shot, one call"]
     assert len(model.calls) == 3  # the warm-up, and one two-shot call for each item not given
+
+
+def test_the_two_shot_examples_become_plans_of_the_same_nodes_and_edges() -> None:
+    from bench.worfbench_examples import plan_examples
+    from bench.worfbench_variants import two_shot_examples
+
+    for source in ("lumos", "os", "toolbench"):
+        turns = two_shot_examples()[source]
+        for example, shown in zip(plan_examples(source), turns[1::2], strict=True):
+            wf = parse_workflow(shown["content"])
+            assert [s.description for s in example.steps] == list(wf.nodes.values())
+            edges = {(a, b) for a, b in wf.edges if a != "START" and b != "END"}
+            assert {(d[1:], s.id[1:]) for s in example.steps for d in s.depends_on} == edges
+            assert all(s.tool is None for s in example.steps)  # the nodes name no tool
+            assert "api list" not in example.goal and "action list" not in example.goal
+            assert not example.goal.startswith(("Here are", "Task:", "Now, I will"))
+    assert plan_examples("seal_tools") == plan_examples("toolbench")  # as the two-shot call gets them
+
+
+async def test_with_examples_from_the_two_shot_prompt_each_planner_run_shows_its_task_types_and_says_so() -> None:
+    from bench.worfbench_examples import EXAMPLES_FROM, plan_examples
+    from bench.worfbench_report import row_label
+    from soothe_planner.planner.prompts.examples import OWN_EXAMPLES_HEAD
+
+    items = [_item("os", 1), _item("lumos", 2)]
+    seen: list[tuple[str, Any]] = []
+    token = EXAMPLES_FROM.set("two-shot")
+    try:
+        found = await _run(items, _embedded_like(_tagged(seen)))
+    finally:
+        EXAMPLES_FROM.reset(token)
+    for run, call in seen:
+        if run in ("compact", "full") and call.metadata.get("soothe_phase") == "plan-generate":
+            system = str(call.messages[0].content)
+            source = "os" if "Plan a day in Paris.The action" in call.prompt_text else "lumos"
+            assert OWN_EXAMPLES_HEAD in system
+            assert plan_examples(source)[0].steps[0].description in system
+        elif run == "two-shot":
+            assert OWN_EXAMPLES_HEAD not in call.prompt_text
+    label = row_label("full: planner, re-asks on", list(found.values()))
+    assert label["examples_items"] == 2 and "examples from the two-shot prompt on 2 items" in label["text"]
+    plain = await _run(items[:1], _embedded_like(_tagged([])))
+    assert row_label("full: planner, re-asks on", list(plain.values()))["examples_items"] == 0

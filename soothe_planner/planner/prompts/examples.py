@@ -112,7 +112,9 @@ def render_own_examples(examples: Sequence[PlanExample], *, syntax: ExampleSynta
 
 def _render(example: PlanExample, syntax: ExampleSyntax, model_step: str) -> list[str]:
     if syntax == "calls":
-        return [_call_line(step, model_step) for step in example.steps]
+        # a line's name is a Python name: ids the id rule allows but Python does not are written s1, s2, ...
+        names = {step.id: step.id if step.id.isidentifier() else f"s{i}" for i, step in enumerate(example.steps, 1)}
+        return [_call_line(step, model_step, names) for step in example.steps]
     rows = []
     for step in example.steps:
         if syntax == "json":
@@ -128,17 +130,22 @@ def _render(example: PlanExample, syntax: ExampleSyntax, model_step: str) -> lis
     return [head + ",\n ".join(rows) + "]}"]
 
 
-def _call_value(value: Any) -> str:
-    ref = _REF.match(value.strip()) if isinstance(value, str) else None
-    return ref.group(1) if ref else json.dumps(value, ensure_ascii=False)
+def _reference(value: Any) -> str | None:
+    found = _REF.match(value.strip()) if isinstance(value, str) else None
+    return found.group(1) if found else None
 
 
-def _call_line(step: PlanExampleStep, model_step: str) -> str:
+def _call_line(step: PlanExampleStep, model_step: str, names: dict[str, str]) -> str:
+    """``name = tool(deps..., arg=value)  # description``: a whole-value reference is the step's name, and
+    a dependency no argument names is written first, as a positional name (as the calls reader reads it)."""
+    named = {_reference(value) for value in step.args.values()}
+    parts = [names[d] for d in step.depends_on if d not in named]
     if step.tool is None:
-        inputs = "".join(f"{d}, " for d in step.depends_on)
-        return f"{step.id} = {model_step}({inputs}task={json.dumps(step.description, ensure_ascii=False)})"
-    args = ", ".join(f"{name}={_call_value(value)}" for name, value in step.args.items())
+        parts.append(f"task={json.dumps(step.description, ensure_ascii=False)}")
+        return f"{names[step.id]} = {model_step}({', '.join(parts)})"
+    parts += [f"{name}={names[ref] if (ref := _reference(value)) in names else json.dumps(value, ensure_ascii=False)}"
+              for name, value in step.args.items()]
     comment = " ".join(step.description.split())
     if len(comment) > CALL_COMMENT_CHARS:
         comment = comment[:CALL_COMMENT_CHARS].rsplit(" ", 1)[0]
-    return f"{step.id} = {step.tool}({args})  # {comment}"
+    return f"{names[step.id]} = {step.tool}({', '.join(parts)})  # {comment}"
