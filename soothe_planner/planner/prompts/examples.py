@@ -27,7 +27,14 @@ from soothe_planner.dag import text_words
 from soothe_planner.models import PlanExample, PlanExampleStep
 from soothe_planner.planner.prompts import escape_data, template
 
-__all__ = ["EXAMPLE_TEMPLATES", "ExampleStep", "copied_example", "example_steps", "render_own_examples"]
+__all__ = [
+    "EXAMPLE_TEMPLATES",
+    "ExampleStep",
+    "ExampleSyntax",
+    "copied_example",
+    "example_steps",
+    "render_own_examples",
+]
 
 EXAMPLE_TEMPLATES = (
     "generate_system",

@@ -46,7 +46,7 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
-from soothe_planner.planner.prompts.examples import render_own_examples
+from soothe_planner.planner.prompts.examples import ExampleSyntax, render_own_examples
 from soothe_planner.planner.prompts.questions import (
     answer_prompt,
     continuation_prompt,
@@ -413,7 +413,9 @@ def compact_system_fields(
             f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
     writers = [c.name for c in context.available_capabilities if c.kind == "tool" and c.writes_path_arg]
     own = settings.examples if settings is not None else ()
-    syntax = "calls" if calls else "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
+    syntax: ExampleSyntax = (
+        "calls" if calls else "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
+    )
     return {
         "own_examples": render_own_examples(own, syntax=syntax, model_step=step),
         "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
