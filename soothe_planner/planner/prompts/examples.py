@@ -12,6 +12,10 @@ tasks and comments), so an edited example is the example checked. A step copies 
 when its words (``dag.text_words``: letters and digits of any script, without case) are that
 step's words, or begin with them, or they begin with its words, at least five words either way (a
 shorter run, such as "give the title only", is a common phrase).
+
+The caller's own worked plans (``PlannerSettings.examples``) are written here too, in the syntax of
+the plan call (``render_own_examples``); they are never checked for copies: a step worded like the
+caller's example of a goal like it is what they are for.
 """
 
 from __future__ import annotations
