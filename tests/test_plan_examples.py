@@ -58,7 +58,8 @@ def test_the_compact_rendering_writes_a_model_step_as_the_model_step_tool() -> N
 
 
 def test_the_calls_rendering_reads_back_as_the_example_through_the_calls_reader() -> None:
-    odd = PlanExample(goal="g", steps=[{"id": "get-1", "description": "x" * 200, "tool": "fetch", "args": {"n": 3}},
+    odd = PlanExample(goal="g", steps=[{"id": "get-1", "description": "x" * 200, "tool": "fetch",
+                                        "args": {"n": 3, "fresh": True, "tags": {"a": None}}},
                                        {"id": "s2", "description": "use it", "tool": "store", "depends_on": ["get-1"]}])
     for example in (COUNT, odd):
         text = render_own_examples([example], syntax="calls", model_step="answer")
@@ -68,11 +69,12 @@ def test_the_calls_rendering_reads_back_as_the_example_through_the_calls_reader(
         got = read["steps"]
         assert [s["tool"] for s in got] == [s.tool or "answer" for s in example.steps]
         assert [len(s["depends_on"]) for s in got] == [len(s.depends_on) for s in example.steps]
+        assert [s["args"] for s in got if s["tool"] != "answer"] == [s.args for s in example.steps if s.tool]
     text = render_own_examples([COUNT], syntax="calls", model_step="answer")
     assert 's2 = split_words(text=s1)  # list the words, one a line' in text
     assert 's3 = answer(s1, s2, task="count the distinct words")' in text
     long = render_own_examples([odd], syntax="calls", model_step="answer")
-    assert "s1 = fetch(n=3)  # " in long and "s2 = store(s1)  # use it" in long  # ids made Python names
+    assert "s1 = fetch(n=3, fresh=True, tags={'a': None})  # " in long and "s2 = store(s1)  # use it" in long  # ids made Python names
     assert max(len(line.split("  # ", 1)[-1]) for line in long.splitlines()) <= 120  # the grammar's comment cap
 
 

@@ -146,6 +146,12 @@ def _reference(value: Any) -> str | None:
     return found.group(1) if found else None
 
 
+def _literal(value: Any) -> str:
+    """A Python literal of ``value`` (what the calls reader evaluates): a string in double quotes, as
+    the briefings write them; anything else as Python writes it (True, None, not JSON's true, null)."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
+
+
 def _call_line(step: PlanExampleStep, model_step: str, names: dict[str, str]) -> str:
     """``name = tool(deps..., arg=value)  # description``: a whole-value reference is the step's name, and
     a dependency no argument names is written first, as a positional name (as the calls reader reads it)."""
@@ -154,7 +160,7 @@ def _call_line(step: PlanExampleStep, model_step: str, names: dict[str, str]) ->
     if step.tool is None:
         parts.append(f"task={json.dumps(step.description, ensure_ascii=False)}")
         return f"{names[step.id]} = {model_step}({', '.join(parts)})"
-    parts += [f"{name}={names[ref] if (ref := _reference(value)) in names else json.dumps(value, ensure_ascii=False)}"
+    parts += [f"{name}={names[ref] if (ref := _reference(value)) in names else _literal(value)}"
               for name, value in step.args.items()]
     comment = " ".join(step.description.split())
     if len(comment) > CALL_COMMENT_CHARS:
