@@ -20,11 +20,12 @@ from typing import Any
 from bench.worfbench_score import END, START, parse_workflow
 from bench.worfbench_variants import EXAMPLES_OF, two_shot_examples
 
-__all__ = ["EXAMPLES_FROM", "EXAMPLE_SOURCES", "plan_examples", "planner_examples"]
+__all__ = ["EXAMPLES_FROM", "EXAMPLE_SOURCES", "examples_as", "plan_examples", "planner_examples"]
 
-EXAMPLE_SOURCES = ("none", "two-shot")
+EXAMPLE_SOURCES = ("none", "two-shot", "two-shot-turns")
 EXAMPLES_FROM: ContextVar[str] = ContextVar("worfbench_examples_from", default="none")
-"""Where the planner runs' examples come from (``--examples``): none, or the two-shot prompt's."""
+"""Where the planner runs' examples come from (``--examples``): none, or the two-shot prompt's (``two-shot-turns``:
+shown as turns before the request, ``examples_as: turns``, as the two-shot prompt shows them)."""
 
 _PREAMBLE = re.compile(r"^Here are two examples\..*?\n", re.S)
 _TASK = re.compile(r"(?:Task:|My problem is:)\s*(.*)", re.S)
@@ -58,4 +59,9 @@ def plan_examples(source: str) -> tuple[Any, ...]:
 
 def planner_examples(item: dict[str, Any]) -> list[Any]:
     """The examples a planner run of ``item`` gets under ``EXAMPLES_FROM``."""
-    return list(plan_examples(str(item["source"]))) if EXAMPLES_FROM.get() == "two-shot" else []
+    return list(plan_examples(str(item["source"]))) if EXAMPLES_FROM.get() != "none" else []
+
+
+def examples_as() -> str:
+    """Where the planner runs show their examples under ``EXAMPLES_FROM``."""
+    return "turns" if EXAMPLES_FROM.get() == "two-shot-turns" else "briefing"

@@ -199,14 +199,15 @@ def syntax_used(settings: Any, capabilities: Sequence[Any]) -> str:
 async def planner_run(model: Any, settings: Any, profile: str, item: dict[str, Any], capabilities: Sequence[Any],
                       recorder: CallRecorder) -> tuple[dict[str, Any], dict[str, Answer]]:
     """One ``create_plan`` under ``profile`` with ``capabilities``: its run record and its three rows."""
-    from bench.worfbench_examples import EXAMPLES_FROM, planner_examples
+    from bench.worfbench_examples import EXAMPLES_FROM, examples_as, planner_examples
     from soothe_planner.errors import PlannerError
     from soothe_planner.models import PlanContext
     from soothe_planner.planner import LLMPlanner
     from soothe_planner.planner.calls import resolve_method
 
     examples = planner_examples(item)
-    planner = LLMPlanner(model, settings=profile_settings(settings, profile).model_copy(update={"examples": examples}))
+    planner = LLMPlanner(model, settings=profile_settings(settings, profile).model_copy(
+        update={"examples": examples, "examples_as": examples_as()}))
     ran = planner.settings  # resolved: what the planner itself will use
     record_settings = {
         "prompt": "planner", "prompt_profile": ran.prompt_profile, "plan_syntax": ran.plan_syntax,
@@ -216,7 +217,8 @@ async def planner_run(model: Any, settings: Any, profile: str, item: dict[str, A
         "small_model_rules": planner.small_model, "capabilities": len(capabilities),
         "capabilities_passed_as": "PlanContext.available_capabilities",
         "temperature": getattr(model, "temperature", None),
-        **({"examples": len(ran.examples), "examples_from": EXAMPLES_FROM.get()} if ran.examples else {}),
+        **({"examples": len(ran.examples), "examples_from": EXAMPLES_FROM.get(), "examples_as": ran.examples_as}
+           if ran.examples else {}),
     }
     token = RUNNING.set(profile)
     try:

@@ -157,6 +157,11 @@ class PlannerSettings(DataModel):
         description="Worked plans for goals like yours (goal, steps), shown after the built-in example in every "
         "plan prompt, in the plan syntax of the call: they teach a model your goals' steps and their wording.",
     )
+    examples_as: Literal["briefing", "turns"] = Field(
+        default="briefing",
+        description="Where the examples go: at the end of the plan briefing (the system prompt), or as turns "
+        "of a conversation before the request, each goal asked and its plan answered.",
+    )
     plan_syntax: Literal["auto", "json", "calls"] = Field(
         default="auto",
         description="How the loop's plans are written: 'json', or 'calls' (one Python call per step, about half the "

@@ -34,7 +34,7 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from soothe_planner.dag import signature
 from soothe_planner.models import Capability, StatusAssessment, StepResult, clean_text
@@ -110,17 +110,19 @@ class Prompt:
     trimmed: dict[str, int] = field(default_factory=dict)  # section -> characters removed
     compact: bool = False  # the budget made the compact briefing replace the full system prompt
     profile: str = "full"  # the prompt profile the system prompt was chosen by
+    shots: tuple[tuple[str, str], ...] = ()  # worked examples as (asked, answered) turns before the human turn
 
     @property
     def chars(self) -> int:
-        return len(self.system) + len(self.human)
+        return len(self.system) + len(self.human) + sum(len(a) + len(b) for a, b in self.shots)
 
     @property
     def over_budget(self) -> bool:
         return self.chars > self.budget_chars
 
     def messages(self) -> list[BaseMessage]:
-        return [SystemMessage(content=self.system), HumanMessage(content=self.human)]
+        shots = [m for asked, answered in self.shots for m in (HumanMessage(content=asked), AIMessage(content=answered))]
+        return [SystemMessage(content=self.system), *shots, HumanMessage(content=self.human)]
 
 
 def build(
@@ -133,6 +135,7 @@ def build(
     budget_tokens: int,
     profile: str = "full",
     system_fields: Mapping[str, str] | None = None,
+    shots: Sequence[tuple[str, str]] = (),
 ) -> Prompt:
     """Fill the templates ``system`` and ``human``, trimming state sections to fit the budget.
 
@@ -152,8 +155,11 @@ def build(
     trimmable = dict(trimmable or {})
     trimmed: dict[str, int] = {}
 
+    shots = tuple((clean_text(a), clean_text(b)) for a, b in shots)
+    shot_chars = sum(len(a) + len(b) for a, b in shots)
+
     def total() -> int:
-        return len(sys_text) + len(tmpl.substitute(values))
+        return len(sys_text) + len(tmpl.substitute(values)) + shot_chars
 
     over = total() - budget
     while over > 0:
@@ -172,7 +178,7 @@ def build(
         sys_text = template(f"{system}_compact").substitute(sys_values)
         compact = True
     return Prompt(phase=phase, system=sys_text, human=tmpl.substitute(values), budget_chars=budget,
-                  trimmed=trimmed, compact=compact, profile=profile)
+                  trimmed=trimmed, compact=compact, profile=profile, shots=shots)
 
 
 # --------------------------------------------------------------------------- renderers

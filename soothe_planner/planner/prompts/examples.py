@@ -37,6 +37,7 @@ __all__ = [
     "ExampleSyntax",
     "copied_example",
     "example_steps",
+    "own_example_turns",
     "render_own_examples",
 ]
 
@@ -115,10 +116,17 @@ def render_own_examples(examples: Sequence[PlanExample], *, syntax: ExampleSynta
     if not examples:
         return ""
     blocks = [OWN_EXAMPLES_HEAD]
-    for example in examples:
-        blocks.append("Goal: " + json.dumps(" ".join(example.goal.split()), ensure_ascii=False))
-        blocks.extend(_render(example, syntax, model_step))
-    return escape_data("\n\n" + "\n".join(blocks))
+    for goal, plan in own_example_turns(examples, syntax=syntax, model_step=model_step):
+        blocks += ["Goal: " + json.dumps(goal, ensure_ascii=False), plan]
+    return "\n\n" + "\n".join(blocks)
+
+
+def own_example_turns(
+    examples: Sequence[PlanExample], *, syntax: ExampleSyntax, model_step: str
+) -> list[tuple[str, str]]:
+    """Each worked plan as (its goal on one line, its plan in the syntax of the call), fence tags escaped."""
+    return [(escape_data(" ".join(example.goal.split())), escape_data("\n".join(_render(example, syntax, model_step))))
+            for example in examples]
 
 
 def _render(example: PlanExample, syntax: ExampleSyntax, model_step: str) -> list[str]:

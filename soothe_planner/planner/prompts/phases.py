@@ -46,7 +46,7 @@ from soothe_planner.planner.prompts import (
     render_results,
     template,
 )
-from soothe_planner.planner.prompts.examples import ExampleSyntax, render_own_examples
+from soothe_planner.planner.prompts.examples import ExampleSyntax, own_example_turns, render_own_examples
 from soothe_planner.planner.prompts.questions import (
     answer_prompt,
     continuation_prompt,
@@ -317,6 +317,7 @@ def generate_prompt(
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
         system_fields=compact_system_fields(context, calls=calls, settings=settings),
+        shots=example_shots(context, settings, calls=calls),
     )
 
 
@@ -412,7 +413,7 @@ def compact_system_fields(
         examples = examples.replace(f'"tool": "{COMPACT_MODEL_STEP}"', f'"tool": "{step}"').replace(
             f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
     writers = [c.name for c in context.available_capabilities if c.kind == "tool" and c.writes_path_arg]
-    own = settings.examples if settings is not None else ()
+    own = settings.examples if settings is not None and settings.examples_as == "briefing" else ()
     syntax: ExampleSyntax = (
         "calls" if calls else "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
     )
@@ -428,6 +429,16 @@ def compact_system_fields(
         "writes_only": (f" Only {writers[0]} writes a file." if len(writers) == 1
                         else f" Only {', '.join(writers)} write files." if writers else ""),
     }
+
+
+def example_shots(context: PlanContext, settings: PlannerSettings, *, calls: bool = False) -> list[tuple[str, str]]:
+    """The caller's examples as turns before the request (``examples_as: turns``): the goal asked, the plan answered."""
+    if settings.examples_as != "turns" or not settings.examples:
+        return []
+    syntax: ExampleSyntax = "calls" if calls else "compact" if settings.prompt_profile == "compact" else "json"
+    step = model_step_name(context.capability_names())
+    return [(f"<goal>\n{goal}\n</goal>", plan)
+            for goal, plan in own_example_turns(settings.examples, syntax=syntax, model_step=step)]
 
 
 def keep_without_plan_note() -> str:
@@ -457,6 +468,7 @@ def revise_prompt(
         budget_tokens=settings.prompt_budget_tokens,
         profile=settings.prompt_profile,
         system_fields=compact_system_fields(context, settings=settings),
+        shots=example_shots(context, settings),
     )
 
 
