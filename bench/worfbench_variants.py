@@ -319,6 +319,7 @@ def labels(variant: Variant, run_records: Sequence[dict[str, Any]]) -> dict[str,
         "temperature": values("temperature"),
         "examples_items": sum(1 for s in settings if s.get("examples")),
         "examples_from": [v for v in values("examples_from") if v],
+        "examples_as": [v for v in values("examples_as") if v],
         "items": len(settings),
     }
 
@@ -332,7 +333,8 @@ def label_text(label: dict[str, Any]) -> str:
             f"({label['capabilities_per_item']:.1f} per item)")
     examples = ""
     if label.get("examples_items"):
-        examples = f" · examples from the {'/'.join(label['examples_from'])} prompt on {label['examples_items']} items"
+        where = "/".join(label.get("examples_as") or ["briefing"])
+        examples = f" · the two-shot prompt's examples ({where}) on {label['examples_items']} items"
     return (f"profile {profile} · syntax {syntax} · {caps}{examples} · re-asks {label['reasks']} · "
             f"{label['reading']}")
 

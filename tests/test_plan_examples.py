@@ -125,3 +125,28 @@ def test_the_yaml_planner_section_takes_examples(tmp_path: Path) -> None:
     path.write_text("planner:\n  examples:\n    - goal: g\n      steps:\n        - {id: s1, description: a, depends_on: [s9]}\n")
     with pytest.raises(Exception, match="depends on"):
         load_config(path)
+
+
+async def test_as_turns_each_example_is_a_goal_asked_and_its_plan_answered_before_the_request() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    settings = FAST.model_copy(update={"examples": [COUNT], "examples_as": "turns"})
+    p, model = planner("not a plan", plan(step("s1")), settings=settings)  # the first answer is asked again
+    await p.create_plan(GOAL, CTX)
+    first, reask = model.calls[0].messages, model.calls[1].messages
+    assert [type(m) for m in first] == [SystemMessage, HumanMessage, AIMessage, HumanMessage]
+    assert OWN_EXAMPLES_HEAD not in str(first[0].content)  # the briefing is as without examples
+    assert str(first[0].content) == template("generate_system").substitute(own_examples="")
+    assert str(first[1].content) == "<goal>\nHow many distinct words are in notes.txt?\n</goal>"
+    assert json.loads(str(first[2].content))["steps"][2]["description"] == "count the distinct words"
+    assert GOAL in str(first[3].content)
+    assert reask[1:3] == first[1:3]  # a later attempt at the plan keeps the turns
+
+
+def test_turns_count_against_the_prompt_budget() -> None:
+    settings = FAST.model_copy(update={"examples": [COUNT] * 3, "examples_as": "turns"})
+    with_turns = phases.generate_prompt(GOAL, state(0), CTX, None, RunSteps.of(state(0), None), settings, max_steps=5)
+    plain = phases.generate_prompt(GOAL, state(0), CTX, None, RunSteps.of(state(0), None),
+                                   settings.model_copy(update={"examples": []}), max_steps=5)
+    assert len(with_turns.shots) == 3 and plain.shots == ()
+    assert with_turns.chars == plain.chars + sum(len(a) + len(b) for a, b in with_turns.shots)

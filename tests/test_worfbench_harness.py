@@ -596,6 +596,6 @@ async def test_with_examples_from_the_two_shot_prompt_each_planner_run_shows_its
         elif run == "two-shot":
             assert OWN_EXAMPLES_HEAD not in call.prompt_text
     label = row_label("full: planner, re-asks on", list(found.values()))
-    assert label["examples_items"] == 2 and "examples from the two-shot prompt on 2 items" in label["text"]
+    assert label["examples_items"] == 2 and "the two-shot prompt's examples (briefing) on 2 items" in label["text"]
     plain = await _run(items[:1], _embedded_like(_tagged([])))
     assert row_label("full: planner, re-asks on", list(plain.values()))["examples_items"] == 0
