@@ -5,6 +5,8 @@ fields, nothing executable), so they can be read and reviewed as prose. Each pha
 static system prompt — identical on every call, so a provider can cache it — and a human turn that
 carries everything that changes: the goal, the iteration, the plan in flight, evidence, memory.
 The context never travels in a system message after a user message (some providers reject that).
+A caller's worked plans shown as turns (``planner.examples_as: turns``) sit between the two, as
+constant as the system prompt; they count against the budget and are never trimmed.
 
 Two rules are enforced here rather than trusted to the templates:
 
