@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
-from soothe_planner.dag import text_words
+from soothe_planner.dag import REFERENCE_RE, parse_token, text_words
 from soothe_planner.models import PlanExample, PlanExampleStep
 from soothe_planner.planner.prompts import escape_data, template
 
@@ -101,7 +101,6 @@ def copied_example(text: str) -> ExampleStep | None:
 OWN_EXAMPLES_HEAD = "Worked plans for goals of this kind (their goals are not yours; write your steps as theirs are written):"
 CALL_COMMENT_CHARS = 120
 """The longest comment the calls grammar lets a line end with."""
-_REF = re.compile(r"^\{\{\s*([A-Za-z0-9_.-]+)\.output\s*\}\}$")
 ExampleSyntax = Literal["json", "compact", "calls"]
 
 
@@ -149,9 +148,13 @@ def _render(example: PlanExample, syntax: ExampleSyntax, model_step: str) -> lis
     return [head + ",\n ".join(rows) + "]}"]
 
 
-def _reference(value: Any) -> str | None:
-    found = _REF.match(value.strip()) if isinstance(value, str) else None
-    return found.group(1) if found else None
+def _reference(value: Any, known: Collection[str]) -> str | None:
+    """The example step whose whole output ``value`` is (``{{s1.output}}``, read as the executor reads it)."""
+    found = REFERENCE_RE.fullmatch(value.strip()) if isinstance(value, str) else None
+    if found is None:
+        return None
+    step, field = parse_token(found.group(1), known)
+    return step if field is None and step in known else None
 
 
 def _literal(value: Any) -> str:
@@ -163,12 +166,12 @@ def _literal(value: Any) -> str:
 def _call_line(step: PlanExampleStep, model_step: str, names: dict[str, str]) -> str:
     """``name = tool(deps..., arg=value)  # description``: a whole-value reference is the step's name, and
     a dependency no argument names is written first, as a positional name (as the calls reader reads it)."""
-    named = {_reference(value) for value in step.args.values()}
+    named = {_reference(value, names) for value in step.args.values()}
     parts = [names[d] for d in step.depends_on if d not in named]
     if step.tool is None:
         parts.append(f"task={json.dumps(step.description, ensure_ascii=False)}")
         return f"{names[step.id]} = {model_step}({', '.join(parts)})"
-    parts += [f"{name}={names[ref] if (ref := _reference(value)) in names else _literal(value)}"
+    parts += [f"{name}={names[ref] if (ref := _reference(value, names)) else _literal(value)}"
               for name, value in step.args.items()]
     comment = " ".join(step.description.split())
     if len(comment) > CALL_COMMENT_CHARS:

@@ -414,9 +414,7 @@ def compact_system_fields(
             f"= {COMPACT_MODEL_STEP}(", f"= {step}(")
     writers = [c.name for c in context.available_capabilities if c.kind == "tool" and c.writes_path_arg]
     own = settings.examples if settings is not None and settings.examples_as == "briefing" else ()
-    syntax: ExampleSyntax = (
-        "calls" if calls else "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
-    )
+    syntax = _example_syntax(settings, calls=calls)
     return {
         "own_examples": render_own_examples(own, syntax=syntax, model_step=step),
         "capabilities": render_capabilities(context.available_capabilities, description_chars=COMPACT_TOOL_CHARS),
@@ -435,10 +433,16 @@ def example_shots(context: PlanContext, settings: PlannerSettings, *, calls: boo
     """The caller's examples as turns before the request (``examples_as: turns``): the goal asked, the plan answered."""
     if settings.examples_as != "turns" or not settings.examples:
         return []
-    syntax: ExampleSyntax = "calls" if calls else "compact" if settings.prompt_profile == "compact" else "json"
     step = model_step_name(context.capability_names())
-    return [(f"<goal>\n{goal}\n</goal>", plan)
-            for goal, plan in own_example_turns(settings.examples, syntax=syntax, model_step=step)]
+    return [(f"<goal>\n{goal}\n</goal>", plan) for goal, plan in
+            own_example_turns(settings.examples, syntax=_example_syntax(settings, calls=calls), model_step=step)]
+
+
+def _example_syntax(settings: PlannerSettings | None, *, calls: bool) -> ExampleSyntax:
+    """The plan syntax the call asks for, which the caller's examples are written in."""
+    if calls:
+        return "calls"
+    return "compact" if settings is not None and settings.prompt_profile == "compact" else "json"
 
 
 def keep_without_plan_note() -> str:
